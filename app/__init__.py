@@ -1,0 +1,1 @@
+"""cs-agent: an async customer-service agent service."""

@@ -1,0 +1,74 @@
+"""All settings in one place, read from the environment (and `.env`)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = {"", "change-me", "changeme", "secret", "dev-secret-change-me"}
+MIN_PROD_SECRET_LENGTH = 32
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    app_env: Literal["dev", "prod"] = "dev"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "INFO"
+
+    # Unset: an embedded PostgreSQL is started under `data_dir`.
+    database_url: str | None = None
+    data_dir: str = ".data"
+    db_pool_min: int = 2
+    db_pool_max: int = 20
+    # None disables server-side prepared statements (needed behind PgBouncer).
+    db_prepare_threshold: int | None = 5
+
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_provider: Literal["auto", "openai", "demo"] = "auto"
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 3
+    allow_demo_model_in_prod: bool = False
+    demo_model_tokens_per_s: float = 60.0
+
+    jwt_secret: SecretStr = SecretStr("dev-secret-change-me")
+    jwt_default_ttl_s: int = 3600
+
+    write_confirmation: Literal["required", "off"] = "required"
+    context_max_tokens: int = Field(default=6000, ge=200)
+    turn_step_budget: int = Field(default=25, ge=1)
+    breaker_failure_threshold: int = Field(default=3, ge=1)
+    breaker_max_calls_per_turn: int = Field(default=10, ge=1)
+    breaker_cooldown_turns: int = Field(default=2, ge=1)
+
+    sse_heartbeat_s: float = 15.0
+
+    @model_validator(mode="after")
+    def _refuse_weak_secret_in_prod(self) -> Settings:
+        if self.app_env == "prod":
+            secret = self.jwt_secret.get_secret_value()
+            if secret.lower() in PLACEHOLDER_SECRETS or len(secret) < MIN_PROD_SECRET_LENGTH:
+                raise ValueError(
+                    f"JWT_SECRET must be a random string of at least {MIN_PROD_SECRET_LENGTH} "
+                    "characters when APP_ENV=prod"
+                )
+            if self.uses_demo_model and not self.allow_demo_model_in_prod:
+                raise ValueError(
+                    "the demo model is refused with APP_ENV=prod; set OPENAI_BASE_URL / "
+                    "OPENAI_API_KEY or ALLOW_DEMO_MODEL_IN_PROD=true"
+                )
+        return self
+
+    @cached_property
+    def uses_demo_model(self) -> bool:
+        if self.llm_provider == "demo":
+            return True
+        if self.llm_provider == "openai":
+            return False
+        return self.openai_api_key is None and self.openai_base_url is None

