@@ -1,0 +1,192 @@
+"""The ASGI app: POST /v1/chat/completions and GET /v1/models, answered by a policy."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
+
+from app.fakellm import wire
+from app.fakellm.types import ChatRequest, Fault, Latency, Policy, Reply
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODELS = ("gpt-4o-mini", "fakellm")
+
+
+class ModelEngine:
+    """A policy plus what the server saw. Tests read `requests` and `errors`."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        latency: Latency | None = None,
+        api_key: str | None = None,
+        models: Sequence[str] = DEFAULT_MODELS,
+    ) -> None:
+        self.policy = policy
+        self.latency = latency or Latency()
+        self.api_key = api_key  # None: any key is accepted
+        self.models = tuple(models)
+        self.requests: list[ChatRequest] = []
+        self.errors: list[BaseException] = []
+
+    def reset(self, policy: Policy | None = None) -> None:
+        """Forget recorded requests and errors; optionally switch policy."""
+        if policy is not None:
+            self.policy = policy
+        self.requests.clear()
+        self.errors.clear()
+
+    def decide(self, request: ChatRequest) -> Reply:
+        self.requests.append(request)
+        try:
+            return self.policy(request)
+        except Exception as exc:
+            # A policy that fails is a broken test script: say so, and tell clients not to retry.
+            self.errors.append(exc)
+            log.warning("fakellm policy failed: %r", exc)
+            return Reply(fault=Fault(500, f"fakellm policy error: {exc!r}", "policy_error", None))
+
+    def asgi_app(self) -> Starlette:
+        _install_log_filter()
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat_completions, methods=["POST"]),
+                Route("/v1/models", self._list_models, methods=["GET"]),
+            ]
+        )
+
+    async def _list_models(self, request: Request) -> Response:
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fakellm"} for m in self.models
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def _chat_completions(self, request: Request) -> Response:
+        if self.api_key is not None and request.headers.get("authorization") != (
+            f"Bearer {self.api_key}"
+        ):
+            fault = Fault(401, "Incorrect API key provided.", "invalid_request_error")
+            return _error(replace(fault, code="invalid_api_key", retry_after_s=None))
+        try:
+            body = json.loads(await request.body())
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            chat = ChatRequest.from_body(body, request.headers)
+        except ValueError as exc:
+            return _error(Fault(400, str(exc), "invalid_request_error", retry_after_s=None))
+        return _CompletionResponse(chat, self.decide(chat), self.latency)
+
+
+def _error(fault: Fault) -> JSONResponse:
+    headers = {}
+    if fault.retry_after_s is not None:
+        headers["retry-after-ms"] = str(round(fault.retry_after_s * 1000))
+    if fault.type == "policy_error":
+        headers["x-should-retry"] = "false"
+    return JSONResponse(
+        wire.error_body(fault.message, fault.type, fault.code), fault.status, headers=headers
+    )
+
+
+class _CompletionResponse(Response):
+    """Paces the answer (delay, time to first token, tokens per second) and stops early
+    when the client goes away, so timed-out clients leave no work behind."""
+
+    def __init__(self, request: ChatRequest, reply: Reply, latency: Latency) -> None:
+        super().__init__()
+        self.chat = request
+        self.reply = reply
+        self.pace = reply.latency or latency
+        self.usage = wire.Usage.of(request, reply)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        disconnected = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, disconnected))
+        try:
+            if await _pause(self.reply.delay_s, disconnected):
+                return
+            if self.reply.fault is not None:
+                await _error(self.reply.fault)(scope, receive, send)
+            elif self.chat.stream:
+                await self._stream(send, disconnected)
+            else:
+                await self._complete(scope, receive, send, disconnected)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _complete(
+        self, scope: Scope, receive: Receive, send: Send, disconnected: asyncio.Event
+    ) -> None:
+        seconds = self.pace.ttft_ms / 1000 + self.usage.completion_tokens * self.pace.per_token_s
+        if await _pause(seconds, disconnected):
+            return
+        await JSONResponse(wire.completion(self.chat, self.reply, self.usage))(scope, receive, send)
+
+    async def _stream(self, send: Send, disconnected: asyncio.Event) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                ],
+            }
+        )
+        wait = self.pace.ttft_ms / 1000
+        for sent, chunk in enumerate(wire.chunks(self.chat, self.reply, self.usage)):
+            if self.reply.drop_after_chunks is not None and sent >= self.reply.drop_after_chunks:
+                return  # the server closes the connection mid-stream
+            if chunk["choices"] and await _pause(wait, disconnected):
+                return
+            wait = self.pace.per_token_s
+            await _send_body(send, wire.sse(chunk))
+        await _send_body(send, wire.sse("[DONE]"))
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _send_body(send: Send, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _watch_disconnect(receive: Receive, disconnected: asyncio.Event) -> None:
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected.set()
+            return
+
+
+async def _pause(seconds: float, disconnected: asyncio.Event) -> bool:
+    """Sleep; True if the client disconnected meanwhile."""
+    if seconds > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(disconnected.wait(), seconds)
+    return disconnected.is_set()
+
+
+class _QuietDroppedStreams(logging.Filter):
+    """`drop_after_chunks` is deliberate; uvicorn's error line for it is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "returned without completing response" not in record.getMessage()
+
+
+def _install_log_filter() -> None:
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietDroppedStreams) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(_QuietDroppedStreams())

@@ -1,0 +1,214 @@
+"""What a policy sees (`ChatRequest`) and what it answers (`Reply`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+JSONDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One parsed POST /v1/chat/completions body, as the model would have seen it."""
+
+    messages: list[JSONDict]
+    tools: list[JSONDict]
+    model: str
+    stream: bool
+    include_usage: bool
+    body: JSONDict
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: JSONDict, headers: Mapping[str, str] | None = None) -> ChatRequest:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ValueError("'messages' must be a list of objects")
+        tools = body.get("tools") or []
+        if not isinstance(tools, list):
+            raise ValueError("'tools' must be a list")
+        stream_options = body.get("stream_options") or {}
+        return cls(
+            messages=messages,
+            tools=tools,
+            model=str(body.get("model", "")),
+            stream=bool(body.get("stream", False)),
+            include_usage=bool(stream_options.get("include_usage", False)),
+            body=body,
+            headers=dict(headers or {}),
+        )
+
+    @property
+    def system_prompt(self) -> str | None:
+        for message in self.messages:
+            if message.get("role") in ("system", "developer"):
+                return content_text(message)
+        return None
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [str(t.get("function", {}).get("name", "")) for t in self.tools]
+
+    def user_texts(self) -> list[str]:
+        return [content_text(m) for m in self.messages if m.get("role") == "user"]
+
+    def first_user_text(self) -> str:
+        texts = self.user_texts()
+        return texts[0] if texts else ""
+
+    def last_user_text(self) -> str:
+        texts = self.user_texts()
+        return texts[-1] if texts else ""
+
+    def last_message(self) -> JSONDict:
+        return self.messages[-1] if self.messages else {}
+
+    def pending_tool_results(self) -> list[ToolResult]:
+        """Tool messages that answer the assistant's latest tool calls (empty if none)."""
+        results: list[ToolResult] = []
+        for message in reversed(self.messages):
+            if message.get("role") != "tool":
+                break
+            results.append(ToolResult.from_message(message, self._call_names()))
+        results.reverse()
+        return results
+
+    def _call_names(self) -> dict[str, str]:
+        names: dict[str, str] = {}
+        for message in self.messages:
+            for call in message.get("tool_calls") or []:
+                names[str(call.get("id"))] = str(call.get("function", {}).get("name", ""))
+        return names
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A role "tool" message: the content is JSON on success and "Error: ..." on failure."""
+
+    tool_call_id: str
+    name: str
+    content: str
+
+    @classmethod
+    def from_message(cls, message: JSONDict, call_names: Mapping[str, str]) -> ToolResult:
+        call_id = str(message.get("tool_call_id", ""))
+        return cls(call_id, call_names.get(call_id, ""), content_text(message))
+
+    @property
+    def is_error(self) -> bool:
+        return self.content.startswith("Error:")
+
+    def json(self) -> Any:
+        """The parsed content, or None when it is not JSON."""
+        try:
+            return json.loads(self.content)
+        except ValueError:
+            return None
+
+
+def content_text(message: Mapping[str, Any]) -> str:
+    """Message content as plain text (content may be a string or a list of parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call. A `str` for `arguments` is sent verbatim (e.g. malformed JSON)."""
+
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+    def arguments_json(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(dict(self.arguments))
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An HTTP error answered instead of a completion, with an OpenAI-style error body."""
+
+    status: int
+    message: str
+    type: str
+    code: str | None = None
+    # Sent as `retry-after-ms`, so clients that honour it retry quickly in tests.
+    retry_after_s: float | None = 0.01
+
+    @classmethod
+    def rate_limit(cls, message: str = "Rate limit reached for requests") -> Fault:
+        return cls(429, message, "requests", "rate_limit_exceeded")
+
+    @classmethod
+    def for_status(cls, status: int) -> Fault:
+        if status == 429:
+            return cls.rate_limit()
+        if status >= 500:
+            return cls(
+                status, "The server had an error while processing your request.", "server_error"
+            )
+        return cls(status, f"fakellm: HTTP {status}", "invalid_request_error")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Streaming pace: wait `ttft_ms` before the first chunk, then one chunk per token."""
+
+    ttft_ms: float = 0.0
+    tokens_per_s: float | None = None  # None: as fast as possible
+
+    @property
+    def per_token_s(self) -> float:
+        return 1.0 / self.tokens_per_s if self.tokens_per_s else 0.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the model answers to one request."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    fault: Fault | None = None
+    # Seconds before any response byte (headers included): simulates a hung upstream.
+    delay_s: float = 0.0
+    latency: Latency | None = None  # None: the server's default
+    # Streaming only: send this many chunks, then drop the connection.
+    drop_after_chunks: int | None = None
+    finish_reason: str | None = None  # None: "tool_calls" if any, else "stop"
+
+    @classmethod
+    def say(cls, text: str, **options: Any) -> Reply:
+        return cls(text=text, **options)
+
+    @classmethod
+    def call(cls, name: str, /, **arguments: Any) -> Reply:
+        return cls(tool_calls=(ToolCall(name, arguments),))
+
+    @classmethod
+    def calls(cls, *calls: ToolCall, text: str = "") -> Reply:
+        return cls(text=text, tool_calls=calls)
+
+    @classmethod
+    def fail(cls, status: int = 500, **options: Any) -> Reply:
+        return cls(fault=Fault.for_status(status), **options)
+
+    @property
+    def resolved_finish_reason(self) -> str:
+        if self.finish_reason is not None:
+            return self.finish_reason
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+class Policy(Protocol):
+    """Decides the reply to each request. Called on the server's event loop."""
+
+    def __call__(self, request: ChatRequest) -> Reply: ...

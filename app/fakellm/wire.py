@@ -1,0 +1,172 @@
+"""The OpenAI chat-completions wire format: completion objects, stream chunks, usage."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from app.fakellm.types import ChatRequest, JSONDict, Reply, ToolCall
+
+CHARS_PER_TOKEN = 4
+TOKENS_PER_MESSAGE = 4  # role and separators, roughly what OpenAI adds per message
+ARGUMENT_PIECE_CHARS = 6
+SYSTEM_FINGERPRINT = "fp_fakellm"
+
+_WORD = re.compile(r"\s*\S+")
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def prompt_tokens(request: ChatRequest) -> int:
+    """Deterministic input size: ~4 characters per token of messages and tool schemas."""
+    total = 0
+    for message in request.messages:
+        total += TOKENS_PER_MESSAGE + estimate_tokens(json.dumps(message.get("content") or ""))
+        for call in message.get("tool_calls") or []:
+            total += estimate_tokens(json.dumps(call.get("function", {})))
+    if request.tools:
+        total += estimate_tokens(json.dumps(request.tools))
+    return total
+
+
+def completion_tokens(reply: Reply) -> int:
+    total = estimate_tokens(reply.text)
+    for call in reply.tool_calls:
+        total += estimate_tokens(call.name) + estimate_tokens(call.arguments_json())
+    return max(total, 1)
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    @classmethod
+    def of(cls, request: ChatRequest, reply: Reply) -> Usage:
+        return cls(prompt_tokens(request), completion_tokens(reply))
+
+    def as_dict(self) -> JSONDict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+def split_words(text: str) -> list[str]:
+    """Word-sized pieces that join back to exactly `text` (leading spaces stay attached)."""
+    pieces = _WORD.findall(text)
+    rest = text[sum(map(len, pieces)) :]
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+def split_fixed(text: str, size: int = ARGUMENT_PIECE_CHARS) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def new_completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def resolved_calls(reply: Reply) -> list[tuple[str, ToolCall]]:
+    """Each tool call with its id; ids are generated once so stream and body agree."""
+    return [(call.id or f"call_{uuid.uuid4().hex[:24]}", call) for call in reply.tool_calls]
+
+
+def completion(request: ChatRequest, reply: Reply, usage: Usage) -> JSONDict:
+    message: JSONDict = {"role": "assistant", "content": reply.text or None, "refusal": None}
+    calls = resolved_calls(reply)
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json()},
+            }
+            for call_id, call in calls
+        ]
+    return {
+        "id": new_completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": reply.resolved_finish_reason,
+            }
+        ],
+        "usage": usage.as_dict(),
+    }
+
+
+def chunks(request: ChatRequest, reply: Reply, usage: Usage) -> Iterator[JSONDict]:
+    """The stream: role, text word by word, each tool call in pieces, finish, then usage."""
+    completion_id = new_completion_id()
+    created = int(time.time())
+
+    def chunk(delta: JSONDict, finish_reason: str | None = None) -> JSONDict:
+        body: JSONDict = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": request.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if request.include_usage:
+            body["usage"] = None
+        return body
+
+    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    for word in split_words(reply.text):
+        yield chunk({"content": word})
+    for index, (call_id, call) in enumerate(resolved_calls(reply)):
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        for piece in split_fixed(call.arguments_json()):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, reply.resolved_finish_reason)
+    if request.include_usage:
+        yield {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": request.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [],
+            "usage": usage.as_dict(),
+        }
+
+
+def sse(data: JSONDict | str) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {payload}\n\n".encode()
+
+
+def error_body(message: str, type_: str, code: str | None = None) -> JSONDict:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
