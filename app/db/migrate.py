@@ -49,8 +49,8 @@ async def setup_langgraph(url: str) -> None:
     async with await AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
         await conn.execute("SELECT pg_advisory_lock(727002)")
         try:
-            await AsyncPostgresSaver(conn).setup()  # type: ignore[arg-type]
-            await AsyncPostgresStore(conn).setup()  # type: ignore[arg-type]
+            await AsyncPostgresSaver(conn).setup()
+            await AsyncPostgresStore(conn).setup()
         finally:
             await conn.execute("SELECT pg_advisory_unlock(727002)")
 

@@ -1,0 +1,88 @@
+"""The agent graph, built by a factory from its collaborators.
+
+START -> start_turn -> agent --(route_after_agent)--> END
+                         ^      |-> read_tools  (parallel, ToolNode)   -> after_tools -> agent
+                         |      |-> confirm (interrupt) -> write_tools (serial) -> after_tools
+                         |      '-> blocked (breaker refusals)        -> after_tools
+                         '-------------------------------------------------'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
+
+from app.agent.context import AgentContext
+from app.agent.nodes import CoreNodes
+from app.agent.ports import WriteLedger
+from app.agent.routing import Route, route_after_agent
+from app.agent.state import AgentState
+from app.agent.tool_exec import WriteNodes, build_read_node
+from app.config import Settings
+
+Graph = CompiledStateGraph[AgentState, AgentContext, Any, Any]
+
+
+def build_graph(
+    *,
+    model: BaseChatModel,
+    read_tools: Sequence[BaseTool],
+    write_tools: Sequence[BaseTool],
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    settings: Settings,
+    ledger: WriteLedger,
+    store: BaseStore | None = None,
+) -> Graph:
+    all_tools = [*read_tools, *write_tools]
+    names = [t.name for t in all_tools]
+    write_names = frozenset(t.name for t in write_tools)
+    core = CoreNodes(
+        model=model,
+        model_with_tools=model.bind_tools(all_tools),
+        settings=settings,
+        ledger=ledger,
+        write_names=write_names,
+    )
+    writes = WriteNodes(
+        tools={t.name: t for t in all_tools},
+        write_names=write_names,
+        settings=settings,
+        ledger=ledger,
+    )
+
+    def route(state: AgentState) -> Route:
+        return route_after_agent(state, settings, write_names)
+
+    g = StateGraph(AgentState, context_schema=AgentContext)
+    g.add_node("start_turn", core.start_turn)
+    g.add_node("agent", core.agent)
+    g.add_node("read_tools", build_read_node(read_tools, names, settings))
+    g.add_node("confirm", writes.confirm)
+    g.add_node("write_tools", writes.write_tools)
+    g.add_node("blocked", core.blocked)
+    g.add_node("after_tools", core.after_tools)
+    g.add_edge(START, "start_turn")
+    g.add_edge("start_turn", "agent")
+    g.add_conditional_edges(
+        "agent",
+        route,
+        {
+            "__end__": END,
+            "read_tools": "read_tools",
+            "confirm": "confirm",
+            "write_tools": "write_tools",
+            "blocked": "blocked",
+        },
+    )
+    g.add_edge("confirm", "write_tools")
+    for node in ("read_tools", "write_tools", "blocked"):
+        g.add_edge(node, "after_tools")
+    g.add_edge("after_tools", "agent")
+    return g.compile(checkpointer=checkpointer, store=store)

@@ -1,0 +1,157 @@
+"""The agent's nodes other than tool execution: turn start, model call, bookkeeping."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.runnables import Runnable
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from app.agent.context import AgentContext
+from app.agent.ports import WriteLedger
+from app.agent.prompts import BUDGET_NOTE, system_prompt
+from app.agent.repair import close_dangling
+from app.agent.routing import (
+    BREAKER_OPEN,
+    CALL_CAP,
+    INVALID_ARGS_KEY,
+    blocked_calls,
+    last_ai,
+    new_tool_results,
+    updated_breakers,
+)
+from app.agent.state import AgentState, fresh_turn_fields
+from app.agent.trimming import model_window
+from app.config import Settings
+
+BUDGET_SPENT = (
+    "I'm sorry, this is taking me longer than it should. Here is where things stand: I could "
+    "not finish your request in this reply. Could you tell me which part matters most, or "
+    "shall I transfer you to a human colleague?"
+)
+REPEAT_HINT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
+
+
+def fingerprint(name: str, args: Any, content: Any) -> str:
+    raw = json.dumps([name, args, content], sort_keys=True, default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
+    """Turn calls whose JSON arguments did not parse into ordinary calls carrying a marker.
+
+    ChatOpenAI puts them in `invalid_tool_calls`; left there they would be sent back to the
+    API without results (a 400) and the model would never learn what it did wrong.
+    """
+    if not isinstance(message, AIMessage) or not message.invalid_tool_calls:
+        return message
+    repaired: list[ToolCall] = list(message.tool_calls)
+    for i, bad in enumerate(message.invalid_tool_calls):
+        repaired.append(
+            ToolCall(
+                name=bad.get("name") or "unknown_tool",
+                args={INVALID_ARGS_KEY: str(bad.get("args") or "")[:500]},
+                id=bad.get("id") or f"invalid_{message.id}_{i}",
+            )
+        )
+    return message.model_copy(update={"tool_calls": repaired, "invalid_tool_calls": []})
+
+
+@dataclass
+class CoreNodes:
+    model: BaseChatModel
+    model_with_tools: Runnable[Any, BaseMessage]
+    settings: Settings
+    ledger: WriteLedger
+    write_names: frozenset[str]
+
+    async def start_turn(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        incoming = state.get("incoming")
+        if incoming is None:
+            return {}
+        repairs = await close_dangling(
+            state.get("messages") or [],
+            thread_id=runtime.context.thread_id,
+            turn_id=state.get("turn_id"),
+            write_names=self.write_names,
+            ledger=self.ledger,
+        )
+        turn = state.get("turn_number", 0) + 1
+        return {
+            "messages": [*repairs, incoming],
+            "incoming": None,
+            **fresh_turn_fields(str(incoming.id), turn),
+        }
+
+    async def agent(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        steps = state.get("turn_steps", 0)
+        if steps >= self.settings.turn_step_budget:
+            return {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
+        system = system_prompt(
+            runtime.context, state.get("verified_user_id"), handed_off=bool(state.get("handed_off"))
+        )
+        forced = state.get("force_answer") is not None
+        if forced:
+            system = SystemMessage(content=f"{system.content}\n{BUDGET_NOTE}")
+        window = model_window(system, state.get("messages") or [], self.settings.context_max_tokens)
+        runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
+        response = await runnable.ainvoke(window, get_config())
+        response = with_invalid_calls_as_errors(response)
+        if forced and isinstance(response, AIMessage) and response.tool_calls:
+            response = response.model_copy(update={"tool_calls": []})
+        return {"messages": [response], "turn_steps": steps + 1}
+
+    async def blocked(self, state: AgentState) -> dict[str, Any]:
+        ai = last_ai(state)
+        assert ai is not None
+        refused = blocked_calls(state, ai.tool_calls, self.settings)
+        return {
+            "messages": [
+                ToolMessage(
+                    content=refused.get(c["id"] or "", CALL_CAP.format(name=c["name"])),
+                    tool_call_id=c["id"] or "",
+                    name=c["name"],
+                    status="error",
+                )
+                for c in ai.tool_calls
+            ]
+        }
+
+    async def after_tools(self, state: AgentState) -> dict[str, Any]:
+        """Account for the results just added: breakers, per-turn counts, the repeat guard."""
+        messages = state.get("messages") or []
+        results = new_tool_results(messages)
+        ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        args_by_id = {c["id"]: c["args"] for c in ai.tool_calls} if ai else {}
+        counts = dict(state.get("turn_tool_calls") or {})
+        repeats = dict(state.get("repeats") or {})
+        rewritten: list[ToolMessage] = []
+        force = state.get("force_answer")
+        for msg in results:
+            name = msg.name or ""
+            if msg.content != BREAKER_OPEN.format(name=name):
+                counts[name] = counts.get(name, 0) + 1
+            key = fingerprint(name, args_by_id.get(msg.tool_call_id), msg.content)
+            repeats[key] = repeats.get(key, 0) + 1
+            if repeats[key] == 2 and isinstance(msg.content, str):
+                rewritten.append(msg.model_copy(update={"content": msg.content + REPEAT_HINT}))
+            elif repeats[key] >= 3:
+                force = "repeat"
+        breakers = updated_breakers(
+            state.get("breakers") or {}, results, state.get("turn_number", 0), self.settings
+        )
+        update: dict[str, Any] = {
+            "turn_tool_calls": counts,
+            "repeats": repeats,
+            "breakers": breakers,
+            "force_answer": force,
+        }
+        if rewritten:
+            update["messages"] = rewritten
+        return update

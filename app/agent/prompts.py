@@ -1,0 +1,43 @@
+"""The system prompt, assembled for every model call and never stored in state."""
+
+from __future__ import annotations
+
+from langchain_core.messages import SystemMessage
+
+from app.agent.context import AgentContext
+
+POLICY = """You are the customer-service agent of an online shop. Be brief, friendly and exact.
+Rules:
+- Verify identity first. {identity}
+- Help one customer per conversation; never act on another customer's data.
+- Use tools for facts; never invent orders, amounts, dates or policies.
+- Before any change (cancel, modify, return, exchange, address), explain exactly what will \
+happen and get a clear "yes" from the customer in this conversation, then call the tool once.
+- Transfer to a human only when the request is outside what your tools can do, or the \
+customer insists.
+- Amounts are in the shop's currency; give them to the cent."""
+
+GUEST_UNVERIFIED = (
+    "This customer is not verified: ask for their email (or name and zip code) and look "
+    "them up with find_user_id_by_email or find_user_id_by_name_zip before anything else."
+)
+
+BUDGET_NOTE = (
+    "Stop calling tools now: answer the customer with what you already have, and say what "
+    "is still missing."
+)
+
+
+def system_prompt(
+    context: AgentContext, verified_user_id: str | None, *, handed_off: bool = False
+) -> SystemMessage:
+    customer = context.user_id if context.role == "customer" else verified_user_id
+    identity = (
+        f"This conversation's customer is verified: user id {customer}."
+        if customer
+        else GUEST_UNVERIFIED
+    )
+    text = POLICY.format(identity=identity)
+    if handed_off:
+        text += "\nThis conversation has been handed to a human agent; say so if asked."
+    return SystemMessage(content=text)

@@ -1,0 +1,42 @@
+"""What a conversation checkpoints. Everything that must survive a restart lives here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.graph.message import add_messages
+
+
+class Breaker(TypedDict):
+    failures: int  # consecutive failed results
+    opened_turn: int | None  # turn number the breaker opened in; None = closed
+
+
+class AgentState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    # The new user message of a turn. `start_turn` moves it into `messages` after closing
+    # any dangling tool calls, so repairs land before it.
+    incoming: HumanMessage | None
+    verified_user_id: str | None  # written only by the identity tools
+    handed_off: bool
+    turn_id: str | None  # id of the human message that opened the current turn
+    turn_number: int
+    turn_steps: int  # model calls in the current turn
+    turn_tool_calls: dict[str, int]  # calls per tool in the current turn
+    repeats: dict[str, int]  # (tool, args, result) fingerprint -> times seen this turn
+    breakers: dict[str, Breaker]
+    force_answer: Literal["repeat", "budget"] | None
+    confirmation: Literal["approve", "reject"] | None
+
+
+def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
+    return {
+        "turn_id": turn_id,
+        "turn_number": turn_number,
+        "turn_steps": 0,
+        "turn_tool_calls": {},
+        "repeats": {},
+        "force_answer": None,
+        "confirmation": None,
+    }

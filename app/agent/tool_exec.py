@@ -1,0 +1,202 @@
+"""Tool execution: parallel reads through LangGraph's ToolNode, and the serial write node.
+
+Every tool_call_id gets exactly one ToolMessage, whatever fails. No exception text ever
+reaches the model: failures become short `Error:` observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.prebuilt import ToolNode, ToolRuntime
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command, interrupt
+
+from app.agent.context import AgentContext
+from app.agent.ports import WriteLedger
+from app.agent.routing import INVALID_ARGS_KEY, blocked_calls, is_failure, last_ai
+from app.agent.state import AgentState
+from app.config import Settings
+
+log = structlog.get_logger(__name__)
+
+TOOL_FAILED = "Error: the tool failed unexpectedly; nothing was changed. Try again later."
+DECLINED = "Declined: the customer did not approve this change, so it was NOT made."
+
+
+def unknown_tool(name: str, known: Sequence[str]) -> str:
+    return f"Error: there is no tool named {name!r}. Available tools: {', '.join(known)}."
+
+
+def invalid_arguments(name: str) -> str:
+    return (
+        f"Error: the arguments for {name} were not valid JSON. Call it again with a JSON "
+        "object matching its schema."
+    )
+
+
+def handle_tool_error(error: Exception) -> str:
+    # Validation errors name the bad field; anything else stays generic.
+    from pydantic import ValidationError
+
+    if isinstance(error, ValidationError):
+        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:5])
+        return f"Error: invalid arguments ({fields}). Check the tool's argument schema."
+    log.warning("tool raised", error_type=type(error).__name__)
+    return TOOL_FAILED
+
+
+def marked(message: ToolMessage) -> ToolMessage:
+    if is_failure(message) and message.status != "error":
+        return message.model_copy(update={"status": "error"})
+    return message
+
+
+def precheck(call: ToolCall, refused: dict[str, str], known: Sequence[str]) -> ToolMessage | None:
+    """The observation for a call that must not run, or None when it may."""
+    name, call_id = call["name"], call["id"] or ""
+    content: str | None = None
+    if call_id in refused:
+        content = refused[call_id]
+    elif name not in known:
+        content = unknown_tool(name, known)
+    elif INVALID_ARGS_KEY in call["args"]:
+        content = invalid_arguments(name)
+    if content is None:
+        return None
+    return ToolMessage(content=content, tool_call_id=call_id, name=name, status="error")
+
+
+def build_read_node(
+    tools: Sequence[BaseTool], all_names: Sequence[str], settings: Settings
+) -> ToolNode:
+    async def guard(
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        state: AgentState = request.state
+        ai = last_ai(state)
+        refused = blocked_calls(state, ai.tool_calls if ai else [], settings)
+        early = precheck(request.tool_call, refused, all_names)
+        if early is not None:
+            return early
+        result = await execute(request)
+        return marked(result) if isinstance(result, ToolMessage) else result
+
+    return ToolNode(list(tools), handle_tool_errors=handle_tool_error, awrap_tool_call=guard)
+
+
+@dataclass
+class WriteNodes:
+    tools: dict[str, BaseTool]
+    write_names: frozenset[str]
+    settings: Settings
+    ledger: WriteLedger
+
+    async def confirm(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Pause for the customer's yes before any write. Re-runs from the top on resume."""
+        ai = last_ai(state)
+        assert ai is not None
+        refused = blocked_calls(state, ai.tool_calls, self.settings)
+        writes = [
+            c
+            for c in ai.tool_calls
+            if c["name"] in self.write_names and precheck(c, refused, list(self.tools)) is None
+        ]
+        if not writes:
+            return {"confirmation": "approve"}
+        ctx = runtime.context
+        customer = ctx.user_id if ctx.role == "customer" else state.get("verified_user_id")
+        pending = [
+            {
+                "id": c["id"],
+                "name": c["name"],
+                "args": c["args"],
+                "summary": await self.ledger.summarize(customer, c["name"], dict(c["args"])),
+            }
+            for c in writes
+        ]
+        answer = interrupt({"pending": pending})
+        decision = answer.get("decision") if isinstance(answer, dict) else answer
+        return {"confirmation": "approve" if decision == "approve" else "reject"}
+
+    async def write_tools(
+        self, state: AgentState, runtime: Runtime[AgentContext]
+    ) -> dict[str, Any]:
+        """Run every call of the message one at a time, in the order the model wrote them."""
+        config = get_config()
+        ai = last_ai(state)
+        assert ai is not None
+        refused = blocked_calls(state, ai.tool_calls, self.settings)
+        declined = self.settings.write_confirmation == "required" and (
+            state.get("confirmation") != "approve"
+        )
+        local: dict[str, Any] = dict(state)
+        update: dict[str, Any] = {}
+        results: list[ToolMessage] = []
+        for call in ai.tool_calls:
+            early = precheck(call, refused, list(self.tools))
+            if early is not None:
+                results.append(early)
+                continue
+            if declined and call["name"] in self.write_names:
+                results.append(
+                    ToolMessage(content=DECLINED, tool_call_id=call["id"] or "", name=call["name"])
+                )
+                continue
+            messages, changes = await self._run_one(call, local, runtime, config)
+            results.extend(messages)
+            local.update(changes)
+            update.update(changes)
+        return {**update, "messages": results, "confirmation": None}
+
+    async def _run_one(
+        self,
+        call: ToolCall,
+        state: dict[str, Any],
+        runtime: Runtime[AgentContext],
+        config: RunnableConfig,
+    ) -> tuple[list[ToolMessage], dict[str, Any]]:
+        tool = self.tools[call["name"]]
+        tool_runtime = ToolRuntime(
+            state=state,
+            context=runtime.context,
+            config=config,
+            stream_writer=runtime.stream_writer,
+            tool_call_id=call["id"],
+            store=runtime.store,
+        )
+        invocation = ToolCall(
+            name=call["name"],
+            args={**call["args"], "runtime": tool_runtime},
+            id=call["id"],
+            type="tool_call",
+        )
+        try:
+            output = await tool.ainvoke(invocation, config)
+        except Exception as error:  # a tool must never break the run
+            content = handle_tool_error(error)
+            return [
+                ToolMessage(
+                    content, tool_call_id=call["id"] or "", name=call["name"], status="error"
+                )
+            ], {}
+        if isinstance(output, Command):
+            changes = dict(output.update) if isinstance(output.update, dict) else {}
+            messages = [
+                marked(m) for m in changes.pop("messages", []) if isinstance(m, ToolMessage)
+            ]
+            return messages, changes
+        if isinstance(output, ToolMessage):
+            return [marked(output)], {}
+        return [
+            marked(ToolMessage(str(output), tool_call_id=call["id"] or "", name=call["name"]))
+        ], {}

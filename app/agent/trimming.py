@@ -1,0 +1,92 @@
+"""The window of messages the model sees. The checkpoint always keeps everything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    trim_messages,
+)
+from langchain_core.messages.utils import count_tokens_approximately
+
+
+def count_tokens(messages: Sequence[BaseMessage]) -> int:
+    return count_tokens_approximately(messages)
+
+
+def well_paired(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Drop tool results whose request is missing and tool requests whose results are.
+
+    OpenAI rejects both with a 400, so the window must never hold either.
+    """
+    requested: set[str] = set()
+    answered: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage):
+            requested.update(c["id"] for c in m.tool_calls if c["id"])
+        elif isinstance(m, ToolMessage) and m.tool_call_id in requested:
+            answered.add(m.tool_call_id)
+    keep: list[BaseMessage] = []
+    dropped_calls: set[str] = set()
+    for m in messages:
+        if isinstance(m, AIMessage) and m.tool_calls:
+            ids = {c["id"] for c in m.tool_calls if c["id"]}
+            if not ids <= answered or len(ids) != len(m.tool_calls):
+                dropped_calls |= ids
+                continue
+        if isinstance(m, ToolMessage) and (
+            m.tool_call_id not in answered or m.tool_call_id in dropped_calls
+        ):
+            continue
+        keep.append(m)
+    return keep
+
+
+def _groups_after(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
+    """Split into units that must stay together: an AI message with its tool results."""
+    groups: list[list[BaseMessage]] = []
+    for m in messages:
+        if isinstance(m, ToolMessage) and groups:
+            groups[-1].append(m)
+        else:
+            groups.append([m])
+    return groups
+
+
+def model_window(
+    system: SystemMessage, history: Sequence[BaseMessage], max_tokens: int
+) -> list[BaseMessage]:
+    """System prompt plus the newest messages that fit `max_tokens`, starting on a human turn."""
+    history = well_paired(history)
+    window = trim_messages(
+        [system, *history],
+        max_tokens=max_tokens,
+        token_counter=count_tokens,
+        strategy="last",
+        start_on="human",
+        include_system=True,
+        allow_partial=False,
+    )
+    if any(isinstance(m, HumanMessage) for m in window):
+        return well_paired(window)
+    # The current turn alone is over budget: keep its question and the newest whole
+    # request/result groups that still fit, so the model can continue the turn.
+    last_human = max(
+        (i for i, m in enumerate(history) if isinstance(m, HumanMessage)), default=None
+    )
+    if last_human is None:
+        return [system]
+    budget = max_tokens - count_tokens([system, history[last_human]])
+    tail: list[BaseMessage] = []
+    for group in reversed(_groups_after(history[last_human + 1 :])):
+        cost = count_tokens(group)
+        if cost > budget:
+            break
+        tail = group + tail
+        budget -= cost
+    return well_paired([system, history[last_human], *tail])
