@@ -35,16 +35,17 @@ class ModelEngine:
         models: Sequence[str] = DEFAULT_MODELS,
     ) -> None:
         self.policy = policy
-        self.latency = latency or Latency()
+        self._initial_latency = self.latency = latency or Latency()
         self.api_key = api_key  # None: any key is accepted
         self.models = tuple(models)
         self.requests: list[ChatRequest] = []
         self.errors: list[BaseException] = []
 
-    def reset(self, policy: Policy | None = None) -> None:
-        """Forget recorded requests and errors; optionally switch policy."""
+    def reset(self, policy: Policy | None = None, *, latency: Latency | None = None) -> None:
+        """Forget recorded requests and errors; optionally switch policy and latency."""
         if policy is not None:
             self.policy = policy
+        self.latency = latency or self._initial_latency
         self.requests.clear()
         self.errors.clear()
 

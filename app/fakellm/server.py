@@ -63,9 +63,10 @@ class ScriptedModelServer:
     def errors(self) -> list[BaseException]:
         return self.engine.errors
 
-    def use(self, policy: Policy) -> ScriptedModelServer:
-        """Switch policy and forget earlier requests (for a server shared between tests)."""
-        self.engine.reset(policy)
+    def use(self, policy: Policy, *, latency: Latency | None = None) -> ScriptedModelServer:
+        """Switch policy, forget earlier requests and errors, and set the latency (default:
+        the constructor's). For a server shared between tests."""
+        self.engine.reset(policy, latency=latency)
         return self
 
     def start(self) -> ScriptedModelServer:
