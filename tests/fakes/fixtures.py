@@ -22,11 +22,12 @@ def unscripted(request: ChatRequest) -> Reply:
     raise AssertionError("no script for the model: call model_server.use(...) first")
 
 
-def chat_model(server: ScriptedModelServer, **options: Any) -> ChatOpenAI:
-    """The real client against the server: no retries, usage streamed, unless overridden."""
+def chat_model(server: ScriptedModelServer | str, **options: Any) -> ChatOpenAI:
+    """The real client against a server (or a base URL): no retries and usage streamed,
+    unless overridden."""
     settings: dict[str, Any] = {
         "model": MODEL,
-        "base_url": server.base_url,
+        "base_url": server if isinstance(server, str) else server.base_url,
         "api_key": "test",
         "max_retries": 0,
         "stream_usage": True,

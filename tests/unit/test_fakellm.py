@@ -20,6 +20,7 @@ from app.fakellm import (
     wire,
 )
 from app.fakellm.__main__ import load_policy
+from app.fakellm.policies import answer_order_status
 from tests.fakes import scenarios
 
 
@@ -254,7 +255,7 @@ class TestLoadPolicy:
         assert isinstance(load_policy("app.fakellm.policies:OrderLookupPolicy"), OrderLookupPolicy)
         assert isinstance(load_policy("tests.fakes.scenarios:customers"), Router)
         policy = load_policy("app.fakellm.policies:answer_order_status")
-        assert policy is scenarios.answer_order_status
+        assert policy is answer_order_status
 
     def test_refuses_a_spec_without_attribute(self) -> None:
         with pytest.raises(SystemExit):
