@@ -1,0 +1,56 @@
+"""Bearer JWTs (HS256): issue and verify. Identity for every route comes from here."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import jwt
+
+from app.agent.context import Role
+from app.errors import Unauthorized
+
+SUBJECT_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+ALGORITHM = "HS256"
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: str
+    role: Role
+
+
+def issue_token(secret: str, user_id: str, *, role: Role = "customer", ttl_s: int = 3600) -> str:
+    if not SUBJECT_RE.fullmatch(user_id):
+        raise ValueError("user id must be 1-128 characters of A-Z a-z 0-9 _ . @ -")
+    now = int(time.time())
+    claims = {"sub": user_id, "role": role, "iat": now, "exp": now + ttl_s}
+    return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+def verify_token(secret: str, token: str) -> Principal:
+    try:
+        claims = jwt.decode(
+            token, secret, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]}
+        )
+    except jwt.ExpiredSignatureError:
+        raise Unauthorized("the token has expired") from None
+    except jwt.PyJWTError:
+        raise Unauthorized("the token is malformed or badly signed") from None
+    sub = claims.get("sub")
+    role = claims.get("role", "customer")
+    if not isinstance(sub, str) or not SUBJECT_RE.fullmatch(sub):
+        raise Unauthorized("the token's subject is not a valid user id")
+    if role not in ("customer", "guest"):
+        raise Unauthorized("the token's role must be customer or guest")
+    return Principal(user_id=sub, role=role)
+
+
+def bearer_token(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthorized()
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("use 'Authorization: Bearer <token>'")
+    return token.strip()

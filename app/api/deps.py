@@ -1,0 +1,52 @@
+"""Typed access to what the lifespan built, and the request's identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Path, Request
+from psycopg_pool import AsyncConnectionPool
+
+from app.agent.threads import SESSION_ID_RE
+from app.api.auth import Principal, bearer_token, verify_token
+from app.config import Settings
+from app.runs.inspect import ThreadInspector
+from app.runs.repository import RunRepository
+from app.runs.service import RunService
+
+
+@dataclass
+class Services:
+    settings: Settings
+    pool: AsyncConnectionPool[Any]
+    runs: RunService
+    inspector: ThreadInspector
+    repo: RunRepository
+    model_label: str  # "demo" or the configured model name
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def current_user(
+    services: Annotated[Services, Depends(get_services)],
+    authorization: Annotated[str | None, Header()] = None,
+) -> Principal:
+    token = bearer_token(authorization)
+    return verify_token(services.settings.jwt_secret.get_secret_value(), token)
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+CurrentUser = Annotated[Principal, Depends(current_user)]
+SessionId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=64,
+        pattern=SESSION_ID_RE.pattern,
+        description="The thread's session id: 1-64 characters of A-Z a-z 0-9 _ -",
+    ),
+]

@@ -1,0 +1,39 @@
+"""Demo sign-in for the chat page (APP_ENV=dev only)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from app.api.auth import issue_token
+from app.api.deps import ServicesDep
+from app.api.routes.common import require_json
+from app.api.schemas import DemoLoginIn, TokenOut
+from app.errors import AppError, NotFound
+
+router = APIRouter(tags=["auth"])
+
+
+@router.post("/auth/demo", response_model=TokenOut, dependencies=[Depends(require_json)])
+async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]:
+    settings = services.settings
+    if settings.app_env != "dev":
+        raise NotFound("not found")
+    if body.role == "guest":
+        # Every guest gets their own subject, so guests never share threads.
+        user_id = body.user_id or f"guest-{uuid.uuid4().hex[:12]}"
+    elif body.user_id is None:
+        raise AppError(
+            "user_id is required for a customer", code="validation_error", status_code=422
+        )
+    else:
+        user_id = body.user_id
+    token = issue_token(
+        settings.jwt_secret.get_secret_value(),
+        user_id,
+        role=body.role,
+        ttl_s=settings.jwt_default_ttl_s,
+    )
+    return {"token": token}

@@ -1,0 +1,76 @@
+"""Posting a message and resuming a paused run: SSE or JSON, by the Accept header."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from app.agent.threads import thread_id
+from app.api.deps import CurrentUser, ServicesDep, SessionId
+from app.api.routes.common import JSON_ERRORS, require_json
+from app.api.schemas import MessageIn, ResumeIn, TurnResult
+from app.api.sse import replay, sse_response
+from app.errors import thread_not_found
+from app.runs.service import Run
+
+router = APIRouter(tags=["messages"], dependencies=[Depends(require_json)])
+
+
+def wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+async def _respond(
+    request: Request, outcome: Run | dict[str, Any], session_id: str, heartbeat_s: float
+) -> Response:
+    if isinstance(outcome, dict):  # an earlier turn's recorded result
+        if wants_stream(request):
+            return sse_response(replay(outcome, session_id, str(uuid.uuid4())), heartbeat_s)
+        return JSONResponse(outcome)
+    if wants_stream(request):
+        return sse_response(outcome.events(), heartbeat_s)
+    await outcome.finished.wait()
+    return JSONResponse(outcome.result)
+
+
+@router.post(
+    "/threads/{session_id}/messages",
+    response_model=TurnResult,
+    responses={**JSON_ERRORS, 200: {"content": {"text/event-stream": {}}}},
+    summary="Post a user message; the answer streams as SSE or returns as JSON",
+)
+async def post_message(
+    request: Request,
+    session_id: SessionId,
+    body: MessageIn,
+    user: CurrentUser,
+    services: ServicesDep,
+) -> Response:
+    tid = thread_id(user.user_id, session_id)
+    outcome = await services.runs.post_message(
+        user, tid, session_id, body.content, body.client_message_id
+    )
+    return await _respond(request, outcome, session_id, services.settings.sse_heartbeat_s)
+
+
+@router.post(
+    "/threads/{session_id}/resume",
+    response_model=TurnResult,
+    responses={**JSON_ERRORS, 200: {"content": {"text/event-stream": {}}}},
+    summary="Approve or reject the writes a paused run is waiting on",
+)
+async def resume(
+    request: Request,
+    session_id: SessionId,
+    body: ResumeIn,
+    user: CurrentUser,
+    services: ServicesDep,
+) -> Response:
+    tid = thread_id(user.user_id, session_id)
+    if await services.repo.thread(tid) is None:
+        raise thread_not_found()
+    run = await services.runs.resume(user, tid, session_id, body.decision)
+    return await _respond(request, run, session_id, services.settings.sse_heartbeat_s)

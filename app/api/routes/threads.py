@@ -1,0 +1,126 @@
+"""Threads: create, list, inspect, rewind, delete. Every id is scoped to the caller."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from app.agent.threads import thread_id
+from app.api.deps import CurrentUser, ServicesDep, SessionId
+from app.api.routes.common import JSON_ERRORS, require_json
+from app.api.schemas import (
+    HistoryPage,
+    RewindIn,
+    ThreadCreated,
+    ThreadItem,
+    ThreadPage,
+    ThreadState,
+)
+from app.errors import AppError
+
+router = APIRouter(tags=["threads"], responses=JSON_ERRORS)
+
+
+def _encode_cursor(updated_at: datetime, session_id: str) -> str:
+    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        stamp, session = json.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(stamp), str(session)
+    except (ValueError, TypeError, binascii.Error):
+        raise AppError("cursor is not valid", code="invalid_cursor", status_code=422) from None
+
+
+@router.post("/threads", status_code=201, response_model=ThreadCreated)
+async def create_thread(user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
+    session_id = uuid.uuid4().hex
+    created = await services.repo.create_thread(
+        thread_id(user.user_id, session_id), user.user_id, session_id
+    )
+    return {"id": session_id, "created_at": created}
+
+
+@router.get("/threads", response_model=ThreadPage)
+async def list_threads(
+    user: CurrentUser,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> dict[str, Any]:
+    after = _decode_cursor(cursor) if cursor else None
+    rows = await services.repo.list_threads(user.user_id, limit + 1, after)
+    items = [
+        ThreadItem(
+            id=r["session_id"],
+            title=r["title"],
+            created_at=r["created_at"],
+            updated_at=r["updated_at"],
+            message_count=r["message_count"],
+        )
+        for r in rows[:limit]
+    ]
+    next_cursor = (
+        _encode_cursor(rows[limit - 1]["updated_at"], rows[limit - 1]["session_id"])
+        if len(rows) > limit
+        else None
+    )
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@router.get("/threads/{session_id}/state", response_model=ThreadState)
+async def get_state(
+    session_id: SessionId,
+    user: CurrentUser,
+    services: ServicesDep,
+    checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
+) -> dict[str, Any]:
+    return await services.inspector.state(
+        thread_id(user.user_id, session_id), session_id, user.role, user.user_id, checkpoint_id
+    )
+
+
+@router.get("/threads/{session_id}/history", response_model=HistoryPage)
+async def get_history(
+    session_id: SessionId,
+    user: CurrentUser,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[str | None, Query(max_length=64)] = None,
+) -> dict[str, Any]:
+    return await services.inspector.history(thread_id(user.user_id, session_id), limit, before)
+
+
+@router.post(
+    "/threads/{session_id}/rewind",
+    response_model=ThreadState,
+    dependencies=[Depends(require_json)],
+)
+async def rewind(
+    session_id: SessionId, body: RewindIn, user: CurrentUser, services: ServicesDep
+) -> dict[str, Any]:
+    return await services.inspector.rewind(
+        thread_id(user.user_id, session_id),
+        session_id,
+        user.role,
+        user.user_id,
+        checkpoint_id=body.checkpoint_id,
+        message_id=body.message_id,
+    )
+
+
+@router.delete("/threads/{session_id}", status_code=204)
+async def delete_thread(
+    session_id: SessionId, user: CurrentUser, services: ServicesDep
+) -> Response:
+    await services.inspector.delete(thread_id(user.user_id, session_id))
+    return Response(status_code=204)

@@ -1,0 +1,117 @@
+"""Request bodies and response shapes of the HTTP API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from app.agent.context import Role
+
+
+class MessageIn(BaseModel):
+    content: str = Field(min_length=1, max_length=8000)
+    client_message_id: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$"
+    )
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class ResumeIn(BaseModel):
+    decision: Literal["approve", "reject"]
+
+
+class RewindIn(BaseModel):
+    checkpoint_id: str | None = Field(default=None, min_length=1, max_length=64)
+    message_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RewindIn:
+        if (self.checkpoint_id is None) == (self.message_id is None):
+            raise ValueError("give exactly one of checkpoint_id or message_id")
+        return self
+
+
+class DemoLoginIn(BaseModel):
+    user_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.@-]{1,128}$")
+    role: Role = "customer"
+
+
+class TokenOut(BaseModel):
+    token: str
+
+
+class ThreadCreated(BaseModel):
+    id: str
+    created_at: datetime
+
+
+class ThreadItem(BaseModel):
+    id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    message_count: int
+
+
+class ThreadPage(BaseModel):
+    items: list[ThreadItem]
+    next_cursor: str | None
+
+
+class MessageView(BaseModel):
+    id: str | None
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    status: str | None = None
+
+
+class TurnResult(BaseModel):
+    messages: list[MessageView]
+    checkpoint_id: str | None
+    status: Literal["completed", "interrupted", "failed"]
+    pending: list[dict[str, Any]] | None = None
+    usage: dict[str, int] | None = None
+
+
+class ThreadState(BaseModel):
+    id: str
+    checkpoint_id: str | None
+    parent_checkpoint_id: str | None
+    next: list[str]
+    messages: list[MessageView]
+    pending: list[dict[str, Any]] | None = None
+    verified_user_id: str | None = None
+    handed_off: bool = False
+    breakers: dict[str, Any]
+    created_at: str | None
+
+
+class HistoryItem(BaseModel):
+    checkpoint_id: str | None
+    parent_checkpoint_id: str | None
+    step: int | None
+    source: str | None
+    created_at: str | None
+    next: list[str]
+    message_count: int
+    last_message: dict[str, Any] | None
+
+
+class HistoryPage(BaseModel):
+    items: list[HistoryItem]
+    next_cursor: str | None
+
+
+class ErrorBody(BaseModel):
+    error: dict[str, str]

@@ -1,0 +1,166 @@
+"""Command line: `python -m app serve | migrate | seed | data import|export | token`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from app.config import Settings
+
+
+def _settings_with_database() -> Settings:
+    """Settings whose DATABASE_URL is set, starting the embedded server when it was not."""
+    from app.db.embedded import database_url
+
+    settings = Settings()
+    url = database_url(settings.database_url, settings.data_dir)
+    return settings.model_copy(update={"database_url": url})
+
+
+async def _with_pool(
+    settings: Settings, work: Callable[[AsyncConnectionPool[Any]], Awaitable[None]]
+) -> None:
+    from app.db.pool import open_pool
+
+    assert settings.database_url
+    pool = await open_pool(
+        settings.database_url, settings.model_copy(update={"db_pool_min": 1}), name="cli"
+    )
+    try:
+        await work(pool)
+    finally:
+        await pool.close()
+
+
+async def _prepare(settings: Settings, *, seed_if_empty: bool) -> None:
+    from app.db.migrate import migrate
+    from app.db.seed import database_is_empty, seed
+
+    assert settings.database_url
+    await migrate(settings.database_url)
+    if not seed_if_empty:
+        return
+
+    async def load(pool: AsyncConnectionPool[Any]) -> None:
+        if await database_is_empty(pool):
+            summary = await seed(pool)
+            print(f"loaded demo data: {summary.customers} customers, {summary.orders} orders")
+
+    await _with_pool(settings, load)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from app.logging import configure_logging
+    from app.main import create_app
+
+    settings = _settings_with_database()
+    configure_logging(settings)
+    asyncio.run(_prepare(settings, seed_if_empty=not args.no_seed))
+    host = args.host or settings.host
+    port = args.port or settings.port
+    print(f"cs-agent serving on http://{host}:{port}  (API docs: /docs)")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+
+
+def cmd_migrate(_: argparse.Namespace) -> None:
+    settings = _settings_with_database()
+    asyncio.run(_prepare(settings, seed_if_empty=False))
+    print("migrations applied")
+
+
+def cmd_seed(args: argparse.Namespace) -> None:
+    from app.db.seed import seed
+
+    settings = _settings_with_database()
+    asyncio.run(_prepare(settings, seed_if_empty=False))
+
+    async def load(pool: AsyncConnectionPool[Any]) -> None:
+        summary = await seed(pool, replace=args.replace)
+        print(
+            f"seeded {summary.customers} customers, {summary.products} products, {summary.orders} orders"
+        )
+
+    asyncio.run(_with_pool(settings, load))
+
+
+def cmd_data_import(args: argparse.Namespace) -> None:
+    from app.db.transfer import import_dir
+
+    settings = _settings_with_database()
+    asyncio.run(_prepare(settings, seed_if_empty=False))
+
+    async def load(pool: AsyncConnectionPool[Any]) -> None:
+        summary = await import_dir(pool, args.dir, replace=args.replace)
+        print(
+            f"imported {summary.customers} customers, {summary.products} products, {summary.orders} orders"
+        )
+
+    asyncio.run(_with_pool(settings, load))
+
+
+def cmd_data_export(args: argparse.Namespace) -> None:
+    from app.db.transfer import export_dir
+
+    settings = _settings_with_database()
+
+    async def dump(pool: AsyncConnectionPool[Any]) -> None:
+        await export_dir(pool, args.dir)
+        print(f"exported to {args.dir}")
+
+    asyncio.run(_with_pool(settings, dump))
+
+
+def cmd_token(args: argparse.Namespace) -> None:
+    from app.api.auth import issue_token
+
+    settings = Settings()
+    ttl = args.ttl or settings.jwt_default_ttl_s
+    print(
+        issue_token(settings.jwt_secret.get_secret_value(), args.user_id, role=args.role, ttl_s=ttl)
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cs-agent", description="cs-agent service commands")
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="migrate, seed an empty database, and serve HTTP")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--no-seed", action="store_true", help="do not load demo data")
+    serve.set_defaults(func=cmd_serve)
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    seed = sub.add_parser("seed", help="load the demo shop")
+    seed.add_argument("--replace", action="store_true", help="replace existing shop data")
+    seed.set_defaults(func=cmd_seed)
+    data = sub.add_parser("data", help="import or export shop data (tau-bench retail layout)")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    imp = data_sub.add_parser("import", help="load users.json, products.json, orders.json")
+    imp.add_argument("dir")
+    imp.add_argument("--replace", action="store_true", help="replace existing shop data")
+    imp.set_defaults(func=cmd_data_import)
+    exp = data_sub.add_parser("export", help="write users.json, products.json, orders.json")
+    exp.add_argument("dir")
+    exp.set_defaults(func=cmd_data_export)
+    token = sub.add_parser("token", help="print a bearer token")
+    token.add_argument("user_id")
+    token.add_argument("--role", choices=["customer", "guest"], default="customer")
+    token.add_argument("--ttl", type=int, help="lifetime in seconds")
+    token.set_defaults(func=cmd_token)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, OSError) as error:
+        # Expected failures (bad input, refused import, unreachable database) read as one line.
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,96 @@
+"""Everything with a lifetime is created here: pools, checkpointer, store, model, graph."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import structlog
+from fastapi import FastAPI
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
+
+from app.agent.graph import build_graph
+from app.agent.llm import build_chat_model
+from app.api.deps import Services
+from app.config import Settings
+from app.db.embedded import database_url
+from app.db.pool import open_pool
+from app.runs.inspect import ThreadInspector
+from app.runs.ledger import PgWriteLedger
+from app.runs.locks import ThreadLocks
+from app.runs.repository import RunRepository
+from app.runs.service import RunService
+from app.tools.registry import build_tools
+
+log = structlog.get_logger(__name__)
+SHUTDOWN_GRACE_S = 20.0
+
+
+async def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseChatModel, str]:
+    if settings.uses_demo_model:
+        from app.demo.server import start_demo_model
+
+        base_url = await stack.enter_async_context(start_demo_model(settings))
+        log.warning(
+            "using the built-in DEMO model; connect a real one with OPENAI_BASE_URL",
+            demo_url=base_url,
+        )
+        return build_chat_model(settings, base_url=base_url), "demo"
+    log.info("using model", model=settings.llm_model, base_url=settings.openai_base_url or "openai")
+    return build_chat_model(settings), settings.llm_model
+
+
+@asynccontextmanager
+async def build_services(
+    settings: Settings, model: BaseChatModel | None = None
+) -> AsyncIterator[Services]:
+    """Open every resource the service needs; close them all on exit.
+
+    `model` replaces the configured chat model (tests and benchmarks pass one).
+    """
+    async with AsyncExitStack() as stack:
+        url = database_url(settings.database_url, settings.data_dir)
+        pool = await open_pool(url, settings, name="app")
+        stack.push_async_callback(pool.close)
+        checkpointer = AsyncPostgresSaver(pool)
+        store = AsyncPostgresStore(pool)
+        locks = ThreadLocks(url)
+        await locks.open()
+        stack.push_async_callback(locks.close)
+        label = settings.llm_model
+        if model is None:
+            model, label = await _chat_model(settings, stack)
+        tools = build_tools(pool)
+        graph = build_graph(
+            model=model,
+            read_tools=tools.read,
+            write_tools=tools.write,
+            checkpointer=checkpointer,
+            settings=settings,
+            ledger=PgWriteLedger(pool),
+            store=store,
+        )
+        repo = RunRepository(pool)
+        runs = RunService(graph, checkpointer, locks, repo)
+        stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
+        yield Services(
+            settings=settings,
+            pool=pool,
+            runs=runs,
+            inspector=ThreadInspector(graph, locks, repo),
+            repo=repo,
+            model_label=label,
+        )
+
+
+def lifespan_for(settings: Settings, model: BaseChatModel | None = None) -> Any:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with build_services(settings, model) as services:
+            app.state.services = services
+            yield
+
+    return lifespan

@@ -1,0 +1,91 @@
+"""Translate LangGraph stream chunks into the SSE protocol's events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+
+from app.runs.views import shorten, text_of
+
+TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})
+Event = tuple[str, dict[str, Any]]
+
+
+def _messages_in(update: Any) -> Iterator[BaseMessage]:
+    """Messages in a node's update, which may be a dict, a Command's dict, or a list of those."""
+    if isinstance(update, list | tuple):
+        for part in update:
+            yield from _messages_in(part)
+        return
+    if isinstance(update, dict):
+        for m in update.get("messages") or []:
+            if isinstance(m, BaseMessage):
+                yield m
+        return
+    inner = getattr(update, "update", None)
+    if inner is not None:
+        yield from _messages_in(inner)
+
+
+@dataclass
+class TurnRecorder:
+    """Follows one run's stream: yields events and remembers what the turn added."""
+
+    added: dict[str, BaseMessage] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    pending: list[dict[str, Any]] | None = None
+
+    def on_chunk(self, mode: str, chunk: Any) -> Iterator[Event]:
+        if mode == "messages":
+            message, meta = chunk
+            if (
+                isinstance(message, AIMessageChunk)
+                and meta.get("langgraph_node") == "agent"
+                and (text := text_of(message))
+            ):
+                yield "token", {"text": text}
+            return
+        if mode != "updates" or not isinstance(chunk, dict):
+            return
+        for node, update in chunk.items():
+            if node == "__interrupt__":
+                for item in update:
+                    value = getattr(item, "value", None)
+                    if isinstance(value, dict) and "pending" in value:
+                        self.pending = value["pending"]
+                        yield "interrupt", {"pending": value["pending"]}
+                continue
+            for message in _messages_in(update):
+                if message.id:
+                    self.added[message.id] = message
+                if node == "agent" and isinstance(message, AIMessage):
+                    self._count_usage(message)
+                    for call in message.tool_calls:
+                        yield (
+                            "tool_call",
+                            {"id": call["id"], "name": call["name"], "args": call["args"]},
+                        )
+                elif node in TOOL_NODES and isinstance(message, ToolMessage):
+                    yield (
+                        "tool_result",
+                        {
+                            "id": message.tool_call_id,
+                            "name": message.name,
+                            "status": "error" if message.status == "error" else "ok",
+                            "content": shorten(text_of(message), 500),
+                        },
+                    )
+
+    def _count_usage(self, message: AIMessage) -> None:
+        usage = message.usage_metadata
+        if usage:
+            self.input_tokens += int(usage.get("input_tokens", 0))
+            self.output_tokens += int(usage.get("output_tokens", 0))
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}

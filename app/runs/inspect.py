@@ -1,0 +1,168 @@
+"""Reading, rewinding and deleting a thread's checkpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StateSnapshot
+
+from app.agent.graph import Graph
+from app.errors import NotFound, ThreadBusy, thread_not_found
+from app.runs.locks import ThreadLocks
+from app.runs.repository import RunRepository
+from app.runs.views import message_view, shorten, text_of
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def _checkpoint_id(config: RunnableConfig | None) -> str | None:
+    if not config:
+        return None
+    value = config.get("configurable", {}).get("checkpoint_id")
+    return str(value) if value else None
+
+
+class ThreadInspector:
+    def __init__(self, graph: Graph, locks: ThreadLocks, repo: RunRepository) -> None:
+        self.graph = graph
+        self.locks = locks
+        self.repo = repo
+
+    async def require_thread(self, thread_id: str) -> dict[str, Any]:
+        row = await self.repo.thread(thread_id)
+        if row is None:
+            raise thread_not_found()
+        return row
+
+    def state_view(
+        self, snapshot: StateSnapshot, session_id: str, role: str, user_id: str
+    ) -> dict[str, Any]:
+        values = snapshot.values or {}
+        verified = values.get("verified_user_id") or (user_id if role == "customer" else None)
+        view: dict[str, Any] = {
+            "id": session_id,
+            "checkpoint_id": _checkpoint_id(snapshot.config),
+            "parent_checkpoint_id": _checkpoint_id(snapshot.parent_config),
+            "next": list(snapshot.next),
+            "messages": [message_view(m) for m in values.get("messages", [])],
+            "verified_user_id": verified,
+            "handed_off": bool(values.get("handed_off")),
+            "breakers": values.get("breakers", {}),
+            "created_at": snapshot.created_at,
+        }
+        pending = [
+            p
+            for i in snapshot.interrupts
+            if isinstance(i.value, dict)
+            for p in i.value.get("pending", [])
+        ]
+        if pending:
+            view["pending"] = pending
+        return view
+
+    async def state(
+        self, thread_id: str, session_id: str, role: str, user_id: str, checkpoint_id: str | None
+    ) -> dict[str, Any]:
+        await self.require_thread(thread_id)
+        snapshot = await self.graph.aget_state(_config(thread_id, checkpoint_id))
+        if (
+            checkpoint_id
+            and not snapshot.values
+            and snapshot.config == _config(thread_id, checkpoint_id)
+        ):
+            raise NotFound("checkpoint not found", code="checkpoint_not_found")
+        return self.state_view(snapshot, session_id, role, user_id)
+
+    async def history(self, thread_id: str, limit: int, before: str | None) -> dict[str, Any]:
+        await self.require_thread(thread_id)
+        items: list[dict[str, Any]] = []
+        before_config = _config(thread_id, before) if before else None
+        async for snap in self.graph.aget_state_history(
+            _config(thread_id), limit=limit + 1, before=before_config
+        ):
+            messages = (snap.values or {}).get("messages", [])
+            last = messages[-1] if messages else None
+            items.append(
+                {
+                    "checkpoint_id": _checkpoint_id(snap.config),
+                    "parent_checkpoint_id": _checkpoint_id(snap.parent_config),
+                    "step": (snap.metadata or {}).get("step"),
+                    "source": (snap.metadata or {}).get("source"),
+                    "created_at": snap.created_at,
+                    "next": list(snap.next),
+                    "message_count": len(messages),
+                    "last_message": (
+                        {
+                            "id": last.id,
+                            "role": message_view(last)["role"],
+                            "content": shorten(text_of(last), 200),
+                        }
+                        if last is not None
+                        else None
+                    ),
+                }
+            )
+        next_cursor = items[limit - 1]["checkpoint_id"] if len(items) > limit else None
+        return {"items": items[:limit], "next_cursor": next_cursor}
+
+    async def _checkpoint_before_message(self, thread_id: str, message_id: str) -> str:
+        """The newest checkpoint whose messages do not yet hold `message_id`."""
+        seen = False
+        async for snap in self.graph.aget_state_history(_config(thread_id)):
+            ids = {m.id for m in (snap.values or {}).get("messages", [])}
+            if message_id in ids:
+                seen = True
+            elif seen:
+                cid = _checkpoint_id(snap.config)
+                assert cid is not None
+                return cid
+        raise NotFound("no user message with that id in this thread", code="message_not_found")
+
+    async def rewind(
+        self,
+        thread_id: str,
+        session_id: str,
+        role: str,
+        user_id: str,
+        *,
+        checkpoint_id: str | None,
+        message_id: str | None,
+    ) -> dict[str, Any]:
+        await self.require_thread(thread_id)
+        if not await self.locks.try_acquire(thread_id):
+            raise ThreadBusy()
+        try:
+            if message_id is not None:
+                checkpoint_id = await self._checkpoint_before_message(thread_id, message_id)
+            target = await self.graph.aget_state(_config(thread_id, checkpoint_id))
+            if _checkpoint_id(target.config) != checkpoint_id or target.created_at is None:
+                raise NotFound("checkpoint not found", code="checkpoint_not_found")
+            # A fork: the copy becomes the head and the later checkpoints stay in history.
+            head = await self.graph.aupdate_state(target.config, None, as_node="__copy__")
+            if target.next and not target.interrupts:
+                # Drop the target's unfinished steps so the next message starts a clean turn.
+                head = await self.graph.aupdate_state(head, None, as_node="__end__")
+            snapshot = await self.graph.aget_state(_config(thread_id))
+            messages = (snapshot.values or {}).get("messages", [])
+            await self.repo.touch_thread(thread_id, title=None, message_count=len(messages))
+            return self.state_view(snapshot, session_id, role, user_id)
+        finally:
+            await self.locks.release(thread_id)
+
+    async def delete(self, thread_id: str) -> None:
+        await self.require_thread(thread_id)
+        if not await self.locks.try_acquire(thread_id):
+            raise ThreadBusy()
+        try:
+            checkpointer = self.graph.checkpointer
+            if checkpointer is not None and not isinstance(checkpointer, bool):
+                await checkpointer.adelete_thread(thread_id)
+            await self.repo.delete_thread(thread_id)
+        finally:
+            await self.locks.release(thread_id)

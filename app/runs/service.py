@@ -1,0 +1,218 @@
+"""Runs: one turn (or one resume) of a thread, from lock to `done`.
+
+A run executes in a background task that feeds an event queue. The HTTP response only
+reads the queue, so a client that goes away never cancels a run half-way: the run finishes,
+its writes are recorded, the lock is released, and `GET /state` shows the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import structlog
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command
+
+from app.agent.context import AgentContext
+from app.agent.graph import Graph
+from app.api.auth import Principal
+from app.errors import Conflict, ThreadBusy
+from app.runs.events import Event, TurnRecorder
+from app.runs.locks import ThreadLocks
+from app.runs.repository import RunRepository
+from app.runs.views import message_view, title_from
+
+log = structlog.get_logger(__name__)
+
+MODEL_UNAVAILABLE = "The assistant's language model is unavailable right now; please retry shortly."
+INTERNAL = "Something went wrong while answering; the conversation is safe, please retry."
+
+
+@dataclass
+class Run:
+    run_id: str
+    thread_id: str
+    session_id: str
+    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
+    result: dict[str, Any] | None = None
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def events(self) -> AsyncIterator[Event]:
+        while (item := await self.queue.get()) is not None:
+            yield item
+
+
+class RunService:
+    def __init__(
+        self,
+        graph: Graph,
+        checkpointer: BaseCheckpointSaver[Any],
+        locks: ThreadLocks,
+        repo: RunRepository,
+    ) -> None:
+        self.graph = graph
+        self.checkpointer = checkpointer
+        self.locks = locks
+        self.repo = repo
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def config(thread_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id}}
+
+    async def post_message(
+        self,
+        principal: Principal,
+        thread_id: str,
+        session_id: str,
+        content: str,
+        client_message_id: str | None,
+    ) -> Run | dict[str, Any]:
+        """Start a turn. Returns the live run, or the recorded result of a retried message."""
+        if client_message_id is not None:
+            earlier = await self.repo.run_for_client_message(thread_id, client_message_id)
+            if earlier is not None:
+                return self._earlier_result(earlier)
+        if not await self.locks.try_acquire(thread_id):
+            raise ThreadBusy()
+        try:
+            await self.repo.create_thread(thread_id, principal.user_id, session_id)
+            run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
+            if not await self.repo.start_run(run.run_id, thread_id, client_message_id):
+                # the same client_message_id raced in between our check and the insert
+                earlier = await self.repo.run_for_client_message(thread_id, client_message_id or "")
+                await self.locks.release(thread_id)
+                return self._earlier_result(earlier)
+        except BaseException:
+            await self.locks.release(thread_id)
+            raise
+        human = HumanMessage(content=content, id=str(uuid.uuid4()))
+        self._launch(run, principal, {"incoming": human}, title=title_from(content))
+        return run
+
+    async def resume(
+        self, principal: Principal, thread_id: str, session_id: str, decision: str
+    ) -> Run:
+        if not await self.locks.try_acquire(thread_id):
+            raise ThreadBusy()
+        try:
+            snapshot = await self.graph.aget_state(self.config(thread_id))
+            if not snapshot.interrupts:
+                raise Conflict(
+                    "there is no change waiting for confirmation", code="nothing_pending"
+                )
+            run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
+            await self.repo.start_run(run.run_id, thread_id, None)
+        except BaseException:
+            await self.locks.release(thread_id)
+            raise
+        self._launch(run, principal, Command(resume={"decision": decision}), title=None)
+        return run
+
+    def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
+        if earlier is None or earlier["status"] == "running" or earlier["result"] is None:
+            raise ThreadBusy()
+        result: dict[str, Any] = earlier["result"]
+        return result
+
+    def _launch(
+        self, run: Run, principal: Principal, graph_input: Any, *, title: str | None
+    ) -> None:
+        task = asyncio.create_task(self._execute(run, principal, graph_input, title))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _execute(
+        self, run: Run, principal: Principal, graph_input: Any, title: str | None
+    ) -> None:
+        config = self.config(run.thread_id)
+        context = AgentContext(
+            user_id=principal.user_id, role=principal.role, thread_id=run.thread_id
+        )
+        recorder = TurnRecorder()
+        status = "failed"
+        checkpoint_id: str | None = None
+        bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
+        try:
+            head = await self.checkpointer.aget_tuple(config)
+            start_id = head.config["configurable"].get("checkpoint_id") if head else None
+            await run.queue.put(
+                (
+                    "run",
+                    {"run_id": run.run_id, "thread_id": run.session_id, "checkpoint_id": start_id},
+                )
+            )
+            async for mode, chunk in self.graph.astream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode=["messages", "updates"],
+                durability="sync",
+            ):
+                for event in recorder.on_chunk(mode, chunk):
+                    await run.queue.put(event)
+            snapshot = await self.graph.aget_state(config)
+            checkpoint_id = snapshot.config["configurable"].get("checkpoint_id")
+            status = "interrupted" if snapshot.interrupts else "completed"
+            messages = snapshot.values.get("messages", [])
+            await self.repo.touch_thread(run.thread_id, title=title, message_count=len(messages))
+        except (openai.APIError, openai.APITimeoutError) as error:
+            bound.warning("model call failed", error_type=type(error).__name__)
+            await run.queue.put(
+                ("error", {"code": "model_unavailable", "message": MODEL_UNAVAILABLE})
+            )
+        except asyncio.CancelledError:
+            bound.warning("run cancelled")
+            await run.queue.put(
+                ("error", {"code": "cancelled", "message": "the reply was cancelled"})
+            )
+            raise
+        except Exception:
+            bound.exception("run failed")
+            await run.queue.put(("error", {"code": "internal_error", "message": INTERNAL}))
+        finally:
+            result = self._result(recorder, status, checkpoint_id)
+            run.result = result
+            try:
+                await asyncio.shield(self.repo.finish_run(run.run_id, status, result))
+            except Exception:
+                bound.exception("could not record run outcome")
+            # Release before `done`, so a client may post its next message as soon as it sees it.
+            await asyncio.shield(self.locks.release(run.thread_id))
+            await run.queue.put(
+                (
+                    "done",
+                    {"status": status, "checkpoint_id": checkpoint_id, "usage": recorder.usage},
+                )
+            )
+            await run.queue.put(None)
+            run.finished.set()
+
+    @staticmethod
+    def _result(recorder: TurnRecorder, status: str, checkpoint_id: str | None) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "messages": [message_view(m) for m in recorder.added.values()],
+            "checkpoint_id": checkpoint_id,
+            "status": status,
+            "usage": recorder.usage,
+        }
+        if recorder.pending is not None:
+            result["pending"] = recorder.pending
+        return result
+
+    async def wait_idle(self, grace_s: float) -> None:
+        """Let running turns finish on shutdown; cancel what is left after `grace_s`."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)

@@ -1,0 +1,54 @@
+"""How messages and checkpoints look to API clients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+DISPLAY_LIMIT = 2000
+
+
+def text_of(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def role_of(message: BaseMessage) -> str:
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    return message.type
+
+
+def message_view(message: BaseMessage) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": message.id, "role": role_of(message), "content": text_of(message)}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        view["tool_calls"] = [
+            {"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls
+        ]
+    if isinstance(message, ToolMessage):
+        view["tool_call_id"] = message.tool_call_id
+        view["name"] = message.name
+        view["status"] = message.status
+    return view
+
+
+def shorten(text: str, limit: int = DISPLAY_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def title_from(content: str, limit: int = 60) -> str:
+    flat = " ".join(content.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
