@@ -37,6 +37,10 @@ async def _with_pool(
         await pool.close()
 
 
+def _counts(summary: Any) -> str:
+    return f"{summary.customers} customers, {summary.products} products, {summary.orders} orders"
+
+
 async def _prepare(settings: Settings, *, seed_if_empty: bool) -> None:
     from app.db.migrate import migrate
     from app.db.seed import database_is_empty, seed
@@ -83,9 +87,7 @@ def cmd_seed(args: argparse.Namespace) -> None:
 
     async def load(pool: AsyncConnectionPool[Any]) -> None:
         summary = await seed(pool, replace=args.replace)
-        print(
-            f"seeded {summary.customers} customers, {summary.products} products, {summary.orders} orders"
-        )
+        print(f"seeded {_counts(summary)}")
 
     asyncio.run(_with_pool(settings, load))
 
@@ -98,9 +100,7 @@ def cmd_data_import(args: argparse.Namespace) -> None:
 
     async def load(pool: AsyncConnectionPool[Any]) -> None:
         summary = await import_dir(pool, args.dir, replace=args.replace)
-        print(
-            f"imported {summary.customers} customers, {summary.products} products, {summary.orders} orders"
-        )
+        print(f"imported {_counts(summary)}")
 
     asyncio.run(_with_pool(settings, load))
 
