@@ -57,7 +57,8 @@ class ModelEngine:
             # A policy that fails is a broken test script: say so, and tell clients not to retry.
             self.errors.append(exc)
             log.warning("fakellm policy failed: %r", exc)
-            return Reply(fault=Fault(500, f"fakellm policy error: {exc!r}", "policy_error", None))
+            fault = Fault(500, f"fakellm policy error: {exc!r}", "policy_error", should_retry=False)
+            return Reply(fault=fault)
 
     def asgi_app(self) -> Starlette:
         _install_log_filter()
@@ -94,8 +95,8 @@ def _error(fault: Fault) -> JSONResponse:
     headers = {}
     if fault.retry_after_s is not None:
         headers["retry-after-ms"] = str(round(fault.retry_after_s * 1000))
-    if fault.type == "policy_error":
-        headers["x-should-retry"] = "false"
+    if fault.should_retry is not None:
+        headers["x-should-retry"] = str(fault.should_retry).lower()
     return JSONResponse(
         wire.error_body(fault.message, fault.type, fault.code), fault.status, headers=headers
     )

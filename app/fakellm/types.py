@@ -143,6 +143,8 @@ class Fault:
     code: str | None = None
     # Sent as `retry-after-ms`, so clients that honour it retry quickly in tests.
     retry_after_s: float | None = 0.01
+    # Sent as `x-should-retry`, which the openai SDK obeys over the status code; None: omit.
+    should_retry: bool | None = None
 
     @classmethod
     def rate_limit(cls, message: str = "Rate limit reached for requests") -> Fault:
