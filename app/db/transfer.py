@@ -55,8 +55,11 @@ ORDER_OPTIONAL = (
 )
 
 
-class TransferError(Exception):
-    """An import or export that cannot go ahead. `message` is safe to show to an operator."""
+class TransferError(ValueError):
+    """An import or export that cannot go ahead. `message` is safe to show to an operator.
+
+    A `ValueError`, so the CLI reports it in one line like any other bad input.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from app.cli import main
 from app.db.transfer import (
     DataNotEmpty,
     InvalidData,
@@ -263,3 +264,20 @@ class TestBadInput:
 
         message = await self.refused(db, self.mutated(change))
         assert "'paypal_5727330' appears under both" in message
+
+    def test_cli_reports_a_bad_file_in_one_line(
+        self,
+        database_url: str,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        monkeypatch.setenv("DATABASE_URL", database_url)
+        folder = write_files(tmp_path, read_dir(TAU_SMALL))
+        (folder / "users.json").write_text('{"x": []}')
+        with pytest.raises(SystemExit) as exit_:
+            main(["data", "import", str(folder)])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err == (
+            "error: users.json › 'x': expected an object, got a list\n"
+        )
