@@ -74,7 +74,7 @@ async def build_services(
             store=store,
         )
         repo = RunRepository(pool)
-        runs = RunService(graph, checkpointer, locks, repo)
+        runs = RunService(graph, settings, checkpointer, locks, repo)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         yield Services(
             settings=settings,

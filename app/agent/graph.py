@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -28,6 +29,16 @@ from app.agent.tool_exec import WriteNodes, build_read_node
 from app.config import Settings
 
 Graph = CompiledStateGraph[AgentState, AgentContext, Any, Any]
+
+
+def run_config(thread_id: str, settings: Settings) -> RunnableConfig:
+    """Config for one run. Each model call costs up to three supersteps (agent, tools,
+    bookkeeping), so the recursion limit follows the step budget: the budget, not
+    LangGraph's recursion error, is what ends a runaway turn."""
+    return {
+        "configurable": {"thread_id": thread_id},
+        "recursion_limit": settings.turn_step_budget * 3 + 10,
+    }
 
 
 def build_graph(

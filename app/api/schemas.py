@@ -44,6 +44,12 @@ class DemoLoginIn(BaseModel):
     role: Role = "customer"
 
 
+class DemoCustomerOut(BaseModel):
+    user_id: str
+    name: str
+    email: str
+
+
 class TokenOut(BaseModel):
     token: str
 

@@ -21,8 +21,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
 from app.agent.context import AgentContext
-from app.agent.graph import Graph
+from app.agent.graph import Graph, run_config
 from app.api.auth import Principal
+from app.config import Settings
 from app.errors import Conflict, ThreadBusy
 from app.runs.events import Event, TurnRecorder
 from app.runs.locks import ThreadLocks
@@ -53,19 +54,20 @@ class RunService:
     def __init__(
         self,
         graph: Graph,
+        settings: Settings,
         checkpointer: BaseCheckpointSaver[Any],
         locks: ThreadLocks,
         repo: RunRepository,
     ) -> None:
         self.graph = graph
+        self.settings = settings
         self.checkpointer = checkpointer
         self.locks = locks
         self.repo = repo
         self._tasks: set[asyncio.Task[None]] = set()
 
-    @staticmethod
-    def config(thread_id: str) -> RunnableConfig:
-        return {"configurable": {"thread_id": thread_id}}
+    def config(self, thread_id: str) -> RunnableConfig:
+        return run_config(thread_id, self.settings)
 
     async def post_message(
         self,

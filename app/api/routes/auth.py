@@ -10,7 +10,8 @@ from fastapi import APIRouter, Depends
 from app.api.auth import issue_token
 from app.api.deps import ServicesDep
 from app.api.routes.common import require_json
-from app.api.schemas import DemoLoginIn, TokenOut
+from app.api.schemas import DemoCustomerOut, DemoLoginIn, TokenOut
+from app.db.seed import demo_customers
 from app.errors import AppError, NotFound
 
 router = APIRouter(tags=["auth"])
@@ -37,3 +38,14 @@ async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]
         ttl_s=settings.jwt_default_ttl_s,
     )
     return {"token": token}
+
+
+@router.get("/auth/demo/customers", response_model=list[DemoCustomerOut])
+async def demo_customer_list(services: ServicesDep) -> list[dict[str, Any]]:
+    """A few seeded customers to sign in as on the demo page (APP_ENV=dev only)."""
+    if services.settings.app_env != "dev":
+        raise NotFound("not found")
+    return [
+        {"user_id": c.user_id, "name": c.name, "email": c.email}
+        for c in await demo_customers(services.pool, 6)
+    ]
