@@ -33,8 +33,11 @@ class ModelEngine:
         latency: Latency | None = None,
         api_key: str | None = None,
         models: Sequence[str] = DEFAULT_MODELS,
+        record: bool = True,
     ) -> None:
         self.policy = policy
+        # False for a long-running server (the demo model): requests are not kept in memory.
+        self.record = record
         self._initial_latency = self.latency = latency or Latency()
         self.api_key = api_key  # None: any key is accepted
         self.models = tuple(models)
@@ -50,12 +53,14 @@ class ModelEngine:
         self.errors.clear()
 
     def decide(self, request: ChatRequest) -> Reply:
-        self.requests.append(request)
+        if self.record:
+            self.requests.append(request)
         try:
             return self.policy(request)
         except Exception as exc:
             # A policy that fails is a broken test script: say so, and tell clients not to retry.
-            self.errors.append(exc)
+            if self.record:
+                self.errors.append(exc)
             log.warning("fakellm policy failed: %r", exc)
             fault = Fault(500, f"fakellm policy error: {exc!r}", "policy_error", should_retry=False)
             return Reply(fault=fault)

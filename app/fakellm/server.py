@@ -33,8 +33,11 @@ class ScriptedModelServer:
         models: Sequence[str] = DEFAULT_MODELS,
         host: str = "127.0.0.1",
         port: int = 0,
+        record: bool = True,
     ) -> None:
-        self.engine = ModelEngine(policy, latency=latency, api_key=api_key, models=models)
+        self.engine = ModelEngine(
+            policy, latency=latency, api_key=api_key, models=models, record=record
+        )
         self._host = host
         self._port = port
         self._server: uvicorn.Server | None = None

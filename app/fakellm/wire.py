@@ -17,7 +17,9 @@ TOKENS_PER_MESSAGE = 4  # role and separators, roughly what OpenAI adds per mess
 ARGUMENT_PIECE_CHARS = 6
 SYSTEM_FINGERPRINT = "fp_fakellm"
 
-_WORD = re.compile(r"\s*\S+")
+# CJK text has no spaces: each ideograph (or full-width mark) is its own piece.
+_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+_WORD = re.compile(rf"\s*(?:[{_CJK}]|[^\s{_CJK}]+)")
 
 
 def estimate_tokens(text: str) -> int:
