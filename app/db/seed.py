@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.transfer import Json, TauData, import_data
@@ -553,8 +554,8 @@ async def seed(pool: AsyncConnectionPool[Any], *, replace: bool = False) -> Seed
 
 async def database_is_empty(pool: AsyncConnectionPool[Any]) -> bool:
     """No customers, products or orders (the ledger and audit tables do not count)."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
             "SELECT NOT (EXISTS (SELECT 1 FROM customers) OR EXISTS (SELECT 1 FROM products)"
             " OR EXISTS (SELECT 1 FROM orders)) AS empty"
         )
@@ -564,8 +565,8 @@ async def database_is_empty(pool: AsyncConnectionPool[Any]) -> bool:
 
 async def demo_customers(pool: AsyncConnectionPool[Any], n: int = 5) -> list[DemoCustomer]:
     """Customers worth signing in as: those whose orders span the most statuses first."""
-    async with pool.connection() as conn:
-        cur = await conn.execute(
+    async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
             """
             SELECT c.id, c.first_name || ' ' || c.last_name AS name, c.email
             FROM customers c LEFT JOIN orders o ON o.customer_id = c.id

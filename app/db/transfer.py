@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn, cast, get_args
 
 from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -38,7 +39,8 @@ from app.domain.models import (
 Json = dict[str, Any]
 Connectable = AsyncConnection[Any] | AsyncConnectionPool[Any]
 FILES = ("users", "products", "orders")
-# Children first is not needed for TRUNCATE, but the list names every table import writes.
+# Every table import writes. `replace` empties exactly these; the write ledger, audit log and
+# handoff tickets are the humans' record and stay.
 SHOP_TABLES = (
     "customers, payment_methods, products, variants, orders, order_items, fulfillments, "
     "payment_transactions"
@@ -421,16 +423,16 @@ async def _load(conn: AsyncConnection[Any], shop: Shop, *, replace: bool) -> Imp
 
 
 async def _refuse_non_empty(conn: AsyncConnection[Any]) -> None:
-    cur = await conn.execute(
-        "SELECT (SELECT count(*) FROM customers) AS customers,"
-        " (SELECT count(*) FROM products) AS products, (SELECT count(*) FROM orders) AS orders"
-    )
-    row = await cur.fetchone()
-    counts = dict(row) if isinstance(row, dict) else {}
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            "SELECT (SELECT count(*) FROM customers) AS customers,"
+            " (SELECT count(*) FROM products) AS products, (SELECT count(*) FROM orders) AS orders"
+        )
+        counts = await cur.fetchone() or {}
     if any(counts.values()):
         held = ", ".join(f"{n} {table}" for table, n in counts.items())
         raise DataNotEmpty(
-            f"the database already holds shop data ({held}); import with replace to empty it first"
+            f"the database already holds shop data ({held}); pass --replace to empty it first"
         )
 
 
@@ -540,8 +542,9 @@ async def export_data(pool: AsyncConnectionPool[Any]) -> TauData:
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
         async def rows(sql: str) -> list[Json]:
-            cur = await conn.execute(sql)
-            return cast(list[Json], await cur.fetchall())
+            async with conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(sql)
+                return cast(list[Json], await cur.fetchall())
 
         customers = await rows("SELECT * FROM customers ORDER BY id")
         methods = await rows("SELECT * FROM payment_methods ORDER BY customer_id, position, id")

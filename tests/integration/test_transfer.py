@@ -133,6 +133,14 @@ class TestImportIntoExistingData:
             await import_dir(db, TAU_SMALL)
         assert await shop_counts(db) == {"customers": 4, "products": 3, "orders": 7}
 
+    async def test_refusal_holds_on_a_connection_with_plain_rows(
+        self, db: AsyncConnectionPool[Any], database_url: str
+    ) -> None:
+        await import_dir(db, TAU_SMALL)
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            with pytest.raises(DataNotEmpty):
+                await import_data(conn, read_dir(TAU_SMALL))
+
     async def test_products_alone_make_the_database_non_empty(
         self, db: AsyncConnectionPool[Any]
     ) -> None:
