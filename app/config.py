@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PLACEHOLDER_SECRETS = {"", "change-me", "changeme", "secret", "dev-secret-change-me"}
+DEV_SECRET = "dev-only-secret-do-not-use-in-production"
+PLACEHOLDER_SECRETS = {"", "change-me", "changeme", "secret", DEV_SECRET}
 MIN_PROD_SECRET_LENGTH = 32
 
 
@@ -37,7 +38,7 @@ class Settings(BaseSettings):
     allow_demo_model_in_prod: bool = False
     demo_model_tokens_per_s: float = 60.0
 
-    jwt_secret: SecretStr = SecretStr("dev-secret-change-me")
+    jwt_secret: SecretStr = SecretStr(DEV_SECRET)
     jwt_default_ttl_s: int = 3600
 
     write_confirmation: Literal["required", "off"] = "required"

@@ -11,6 +11,9 @@ from app.db.migrate import migrate
 from app.db.pool import open_pool
 from tests.pg import create_fresh_database, drop_database
 
+# The scripted model server fixtures (`model_server`, `scripted_model_session`) for every test.
+pytest_plugins = ["tests.fakes.fixtures"]
+
 DOMAIN_TABLES = (
     "customers, payment_methods, products, variants, orders, order_items, fulfillments, "
     "payment_transactions, tool_executions, audit_log, handoff_tickets, threads, runs"

@@ -13,6 +13,14 @@ from app.errors import Unauthorized
 
 SUBJECT_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 ALGORITHM = "HS256"
+# Guests and customers must never share a subject, or a guest token could open a customer's
+# threads (thread ids are keyed by subject). Guest subjects carry this prefix; customer
+# subjects never do.
+GUEST_PREFIX = "guest-"
+
+
+def subject_matches_role(user_id: str, role: str) -> bool:
+    return user_id.startswith(GUEST_PREFIX) == (role == "guest")
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,8 @@ class Principal:
 def issue_token(secret: str, user_id: str, *, role: Role = "customer", ttl_s: int = 3600) -> str:
     if not SUBJECT_RE.fullmatch(user_id):
         raise ValueError("user id must be 1-128 characters of A-Z a-z 0-9 _ . @ -")
+    if not subject_matches_role(user_id, role):
+        raise ValueError(f"guest ids (and only guest ids) start with {GUEST_PREFIX!r}")
     now = int(time.time())
     claims = {"sub": user_id, "role": role, "iat": now, "exp": now + ttl_s}
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
@@ -44,6 +54,8 @@ def verify_token(secret: str, token: str) -> Principal:
         raise Unauthorized("the token's subject is not a valid user id")
     if role not in ("customer", "guest"):
         raise Unauthorized("the token's role must be customer or guest")
+    if not subject_matches_role(sub, role):
+        raise Unauthorized("the token's subject does not match its role")
     return Principal(user_id=sub, role=role)
 
 

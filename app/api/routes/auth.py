@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from app.api.auth import issue_token
+from app.api.auth import GUEST_PREFIX, issue_token, subject_matches_role
 from app.api.deps import ServicesDep
 from app.api.routes.common import require_json
 from app.api.schemas import DemoCustomerOut, DemoLoginIn, TokenOut
@@ -24,11 +24,13 @@ async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]
         raise NotFound("not found")
     if body.role == "guest":
         # Every guest gets their own subject, so guests never share threads.
-        user_id = body.user_id or f"guest-{uuid.uuid4().hex[:12]}"
+        user_id = f"{GUEST_PREFIX}{uuid.uuid4().hex[:12]}"
     elif body.user_id is None:
         raise AppError(
             "user_id is required for a customer", code="validation_error", status_code=422
         )
+    elif not subject_matches_role(body.user_id, "customer"):
+        raise AppError("that is not a customer id", code="validation_error", status_code=422)
     else:
         user_id = body.user_id
     token = issue_token(

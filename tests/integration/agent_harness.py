@@ -1,0 +1,97 @@
+"""A compiled agent graph on the test database, the real tools and the scripted model."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.types import Command
+from psycopg_pool import AsyncConnectionPool
+
+from app.agent.context import AgentContext, Role
+from app.agent.graph import Graph, build_graph, run_config
+from app.config import Settings
+from app.db.transfer import import_dir
+from app.fakellm import ScriptedModelServer
+from app.runs.ledger import PgWriteLedger
+from app.tools.registry import build_tools
+from tests.fakes.fixtures import chat_model
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "tau_small"
+
+
+async def load_small_shop(pool: AsyncConnectionPool[Any]) -> None:
+    await import_dir(pool, FIXTURE, replace=True)
+
+
+@dataclass
+class Conversation:
+    graph: Graph
+    settings: Settings
+    user_id: str = "noah_brown_6181"
+    role: Role = "customer"
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def thread_id(self) -> str:
+        return f"{self.user_id}:{self.session_id}"
+
+    @property
+    def context(self) -> AgentContext:
+        return AgentContext(user_id=self.user_id, role=self.role, thread_id=self.thread_id)
+
+    @property
+    def config(self) -> Any:
+        return run_config(self.thread_id, self.settings)
+
+    async def say(self, text: str) -> dict[str, Any]:
+        message = HumanMessage(content=text, id=str(uuid.uuid4()))
+        return await self.graph.ainvoke(
+            {"incoming": message}, self.config, context=self.context, durability="sync"
+        )
+
+    async def resume(self, decision: str | None = None) -> dict[str, Any]:
+        payload = None if decision is None else Command(resume={"decision": decision})
+        return await self.graph.ainvoke(
+            payload, self.config, context=self.context, durability="sync"
+        )
+
+    async def state(self) -> Any:
+        return await self.graph.aget_state(self.config)
+
+
+def make_graph(
+    pool: AsyncConnectionPool[Any],
+    server: ScriptedModelServer,
+    settings: Settings,
+    *,
+    extra_read_tools: list[BaseTool] | None = None,
+) -> Graph:
+    tools = build_tools(pool)
+    return build_graph(
+        model=chat_model(server, streaming=True),
+        read_tools=[*tools.read, *(extra_read_tools or [])],
+        write_tools=tools.write,
+        checkpointer=AsyncPostgresSaver(pool),
+        settings=settings,
+        ledger=PgWriteLedger(pool),
+    )
+
+
+async def fetch_one(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> dict[str, Any]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql, args)
+        row = await cur.fetchone()
+        assert row is not None
+        return dict(row)
+
+
+async def fetch_all(pool: AsyncConnectionPool[Any], sql: str, *args: Any) -> list[dict[str, Any]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql, args)
+        return [dict(r) for r in await cur.fetchall()]

@@ -1,0 +1,443 @@
+"""The agent graph end to end: real Postgres, real tools, the real ChatOpenAI client
+against the scripted model server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from psycopg_pool import AsyncConnectionPool
+
+from app.agent.nodes import BUDGET_SPENT, REPEAT_HINT
+from app.agent.repair import INTERRUPTED
+from app.agent.tool_exec import DECLINED, WriteNodes
+from app.config import Settings
+from app.fakellm import ChatRequest, Reply, Script, ScriptedModelServer, ToolCall
+from app.fakellm.policies import summarise_tool_results
+from tests.integration.agent_harness import (
+    Conversation,
+    fetch_all,
+    fetch_one,
+    load_small_shop,
+    make_graph,
+)
+
+PENDING_ORDER = "#W2611340"  # noah_brown_6181, paid 32.00 by paypal_5727330
+OTHER_CUSTOMERS_ORDER = "#W5490111"  # mia_garcia_4516
+
+
+def tool_messages(values: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in values["messages"] if isinstance(m, ToolMessage)]
+
+
+def called(values: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (c["name"], dict(c["args"]))
+        for m in values["messages"]
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+    ]
+
+
+def final_text(values: dict[str, Any]) -> str:
+    last = values["messages"][-1]
+    assert isinstance(last, AIMessage)
+    return str(last.content)
+
+
+@pytest.fixture
+async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
+    await load_small_shop(db)
+    return db
+
+
+def settings_for(base: Settings, **changes: Any) -> Settings:
+    return base.model_copy(update=changes)
+
+
+@pytest.fixture
+async def conversation(
+    shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+) -> Conversation:
+    return Conversation(make_graph(shop, model_server, settings), settings)
+
+
+def well_formed(request: ChatRequest) -> None:
+    """Every tool call the model was sent is followed by its result (OpenAI's 400 otherwise)."""
+    pending: set[str] = set()
+    for m in request.messages:
+        if m.get("role") == "assistant":
+            assert not pending, f"calls without results: {pending}"
+            pending = {c["id"] for c in m.get("tool_calls") or []}
+        elif m.get("role") == "tool":
+            pending.discard(m["tool_call_id"])
+    assert not pending
+
+
+class TestReadTurns:
+    async def test_order_lookup_calls_get_order_details_then_answers(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        def answer(request: ChatRequest) -> Reply:
+            result = request.pending_tool_results()[0].json()
+            return Reply.say(f"Your order {result['order_id']} is {result['status']}.")
+
+        model_server.use(Script([Reply.call("get_order_details", order_id=PENDING_ORDER), answer]))
+        values = await conversation.say(f"where is my order {PENDING_ORDER}?")
+        assert called(values) == [("get_order_details", {"order_id": PENDING_ORDER})]
+        assert final_text(values) == f"Your order {PENDING_ORDER} is pending."
+        assert values["turn_steps"] == 2
+        assert len(model_server.requests) == 2
+
+    async def test_shipping_estimate(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script(
+                [Reply.call("calc_shipping", distance_km=300, weight_kg=2), summarise_tool_results]
+            )
+        )
+        values = await conversation.say("shipping for 2 kg over 300 km?")
+        assert called(values) == [("calc_shipping", {"distance_km": 300, "weight_kg": 2})]
+        (result,) = tool_messages(values)
+        assert "249" in str(result.content)  # 5 + 0.8 * 300 + 2 * 2 = 249.00
+        assert values["turn_steps"] == 2
+
+    async def test_parallel_reads_run_concurrently(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        spans: dict[str, tuple[float, float]] = {}
+
+        def probe(name: str) -> StructuredTool:
+            async def run(ticket: str) -> str:
+                start = time.monotonic()
+                await asyncio.sleep(0.3)
+                spans[name] = (start, time.monotonic())
+                return f"{name} ok {ticket}"
+
+            return StructuredTool.from_function(
+                coroutine=run, name=name, description=f"Test probe {name}."
+            )
+
+        graph = make_graph(
+            shop, model_server, settings, extra_read_tools=[probe("probe_a"), probe("probe_b")]
+        )
+        model_server.use(
+            Script(
+                [
+                    Reply.calls(
+                        ToolCall("probe_a", {"ticket": "1"}), ToolCall("probe_b", {"ticket": "2"})
+                    ),
+                    Reply.say("done"),
+                ]
+            )
+        )
+        await Conversation(graph, settings).say("check both")
+        (a0, a1), (b0, b1) = spans["probe_a"], spans["probe_b"]
+        assert a0 < b1 and b0 < a1, "the two reads did not overlap"
+
+
+class TestWrites:
+    async def test_two_writes_in_one_message_run_serially_in_order(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        no_confirm = settings_for(settings, write_confirmation="off")
+        conv = Conversation(make_graph(shop, model_server, no_confirm), no_confirm)
+        address = {
+            "order_id": PENDING_ORDER,
+            "address1": "1 New St",
+            "address2": "",
+            "city": "Austin",
+            "state": "TX",
+            "country": "USA",
+            "zip": "78701",
+        }
+        model_server.use(
+            Script(
+                [
+                    Reply.calls(
+                        ToolCall("modify_pending_order_address", address),
+                        ToolCall(
+                            "cancel_pending_order",
+                            {"order_id": PENDING_ORDER, "reason": "ordered by mistake"},
+                        ),
+                    ),
+                    Reply.say("Both done."),
+                ]
+            )
+        )
+        values = await conv.say("change the address, then cancel")
+        results = tool_messages(values)
+        assert [m.name for m in results] == ["modify_pending_order_address", "cancel_pending_order"]
+        assert all(m.status != "error" for m in results)
+        audit = await fetch_all(shop, "SELECT tool_name FROM audit_log ORDER BY id")
+        assert [a["tool_name"] for a in audit] == [
+            "modify_pending_order_address",
+            "cancel_pending_order",
+        ]
+        order = await fetch_one(
+            shop, "SELECT status, city FROM orders WHERE id = %s", PENDING_ORDER
+        )
+        assert order == {"status": "cancelled", "city": "Austin"}
+
+    async def test_confirm_then_approve_executes_the_write(
+        self, conversation: Conversation, model_server: ScriptedModelServer, shop: Any
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call(
+                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
+                    ),
+                    Reply.say("Cancelled."),
+                ]
+            )
+        )
+        await conversation.say("yes, cancel it")
+        state = await conversation.state()
+        assert state.next == ("confirm",)
+        (pending,) = state.interrupts[0].value["pending"]
+        assert pending["name"] == "cancel_pending_order"
+        assert PENDING_ORDER in pending["summary"]
+        before = await fetch_one(shop, "SELECT status FROM orders WHERE id = %s", PENDING_ORDER)
+        assert before["status"] == "pending"
+
+        values = await conversation.resume("approve")
+        after = await fetch_one(shop, "SELECT status FROM orders WHERE id = %s", PENDING_ORDER)
+        assert after["status"] == "cancelled"
+        assert final_text(values) == "Cancelled."
+        assert (await conversation.state()).next == ()
+
+    async def test_confirm_then_reject_changes_nothing(
+        self, conversation: Conversation, model_server: ScriptedModelServer, shop: Any
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call(
+                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
+                    ),
+                    Reply.say("Alright, nothing changed."),
+                ]
+            )
+        )
+        await conversation.say("cancel it")
+        values = await conversation.resume("reject")
+        (declined,) = tool_messages(values)
+        assert declined.content == DECLINED
+        order = await fetch_one(shop, "SELECT status FROM orders WHERE id = %s", PENDING_ORDER)
+        assert order["status"] == "pending"
+        assert await fetch_all(shop, "SELECT * FROM tool_executions") == []
+
+    async def test_crash_after_commit_then_resume_executes_once(
+        self,
+        conversation: Conversation,
+        model_server: ScriptedModelServer,
+        shop: Any,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        class Crash(BaseException):
+            """Stands in for the process dying: nothing in the graph catches it."""
+
+        original = WriteNodes._run_one
+        crashes = {"left": 1}
+
+        async def crash_after_commit(self: WriteNodes, *args: Any) -> Any:
+            result = await original(self, *args)
+            if crashes["left"]:
+                crashes["left"] -= 1
+                raise Crash()
+            return result
+
+        monkeypatch.setattr(WriteNodes, "_run_one", crash_after_commit)
+        model_server.use(
+            Script(
+                [
+                    Reply.call(
+                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
+                    ),
+                    Reply.say("Your order is cancelled."),
+                ]
+            )
+        )
+        await conversation.say("cancel please")
+        with pytest.raises(Crash):
+            await conversation.resume("approve")
+        # the write committed, but the thread has no result for it yet
+        assert (await conversation.state()).next == ("write_tools",)
+
+        values = await conversation.resume()  # a restarted worker continues the run
+        executions = await fetch_all(shop, "SELECT ok FROM tool_executions")
+        refunds = await fetch_all(
+            shop,
+            "SELECT * FROM payment_transactions"
+            " WHERE order_id = %s AND transaction_type = 'refund'",
+            PENDING_ORDER,
+        )
+        assert executions == [{"ok": True}]
+        assert len(refunds) == 1
+        results = tool_messages(values)
+        assert len(results) == 1 and results[0].status != "error"
+        assert final_text(values) == "Your order is cancelled."
+
+
+class TestBreaker:
+    async def test_breaker_opens_survives_restart_and_closes_after_cooldown(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        missing = {"order_id": "#W0000000"}
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_order_details", **missing),
+                    Reply.call("get_order_details", order_id="#W0000001"),
+                    Reply.call("get_order_details", order_id="#W0000002"),
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.say("Sorry, I cannot look that up right now."),
+                ]
+            )
+        )
+        conv = Conversation(make_graph(shop, model_server, settings), settings)
+        values = await conv.say("where are my orders?")
+        results = tool_messages(values)
+        assert [str(r.content).startswith("Error:") for r in results] == [True] * 4
+        assert "temporarily unavailable" in str(results[3].content)
+        assert values["breakers"]["get_order_details"]["opened_turn"] == 1
+
+        # a new process: a fresh graph and checkpointer over the same database
+        restarted = Conversation(make_graph(shop, model_server, settings), settings)
+        restarted.session_id = conv.session_id
+        model_server.use(
+            Script(
+                [Reply.call("get_order_details", order_id=PENDING_ORDER), Reply.say("Still down.")]
+            )
+        )
+        values = await restarted.say("try again")
+        assert "temporarily unavailable" in str(tool_messages(values)[-1].content)
+
+        # turn 3: the cool-down (2 turns) is over and the call goes through
+        model_server.use(
+            Script(
+                [Reply.call("get_order_details", order_id=PENDING_ORDER), Reply.say("Found it.")]
+            )
+        )
+        values = await restarted.say("and now?")
+        last = tool_messages(values)[-1]
+        assert json.loads(str(last.content))["order_id"] == PENDING_ORDER
+        assert values["breakers"]["get_order_details"]["opened_turn"] is None
+
+    async def test_step_budget_ends_with_a_graceful_answer(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        tight = settings_for(settings, turn_step_budget=3)
+        model_server.use(
+            lambda r: Reply.call("calc_shipping", distance_km=len(r.messages), weight_kg=1)
+        )
+        conv = Conversation(make_graph(shop, model_server, tight), tight)
+        values = await conv.say("loop forever")
+        assert final_text(values) == BUDGET_SPENT
+        assert len(model_server.requests) == 3
+
+    async def test_repeat_guard_hints_then_ends_the_loop(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        same = Reply.call("get_order_details", order_id=PENDING_ORDER)
+        model_server.use(Script([same, same, same, Reply.say("Here is what I found.")]))
+        values = await conversation.say("status?")
+        results = tool_messages(values)
+        assert len(results) == 3
+        assert not str(results[0].content).endswith(REPEAT_HINT)
+        assert str(results[1].content).endswith(REPEAT_HINT)
+        assert final_text(values) == "Here is what I found."
+        # the last model call was sent without tools, so it could only answer
+        assert not model_server.requests[-1].tools
+
+
+class TestRobustness:
+    async def test_dangling_tool_call_is_closed_before_the_next_turn(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("Hello!")]))
+        await conversation.say("hi")
+        dangling = AIMessage(
+            content="",
+            id="dangling-ai",
+            tool_calls=[{"name": "get_order_details", "args": {"order_id": "x"}, "id": "call_x"}],
+        )
+        await conversation.graph.aupdate_state(
+            conversation.config, {"messages": [dangling]}, as_node="agent"
+        )
+        model_server.use(Script([Reply.say("How can I help?")]))
+        values = await conversation.say("hello again")
+        closing = next(m for m in tool_messages(values) if m.tool_call_id == "call_x")
+        assert closing.content == INTERRUPTED
+        order = [type(m).__name__ for m in values["messages"][-4:]]
+        assert order == ["AIMessage", "ToolMessage", "HumanMessage", "AIMessage"]
+        well_formed(model_server.requests[-1])
+
+    async def test_invented_tool_and_malformed_arguments_get_error_observations(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call("refund_everything", order_id=PENDING_ORDER),
+                    Reply.calls(ToolCall("get_order_details", '{"order_id": W2611340}')),
+                    Reply.say("Let me try differently."),
+                ]
+            )
+        )
+        values = await conversation.say("refund me")
+        invented, malformed = tool_messages(values)
+        assert str(invented.content).startswith("Error: there is no tool named 'refund_everything'")
+        assert str(malformed.content).startswith("Error: the arguments for get_order_details")
+        assert final_text(values) == "Let me try differently."
+        for request in model_server.requests:
+            well_formed(request)
+
+
+class TestGuestIdentity:
+    async def test_guest_is_blocked_until_verified_then_bound_to_one_customer(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        conv = Conversation(make_graph(shop, model_server, settings), settings)
+        conv.user_id, conv.role = "guest-1", "guest"
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.call("find_user_id_by_email", email="noah.brown7922@example.com"),
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.call("find_user_id_by_email", email="mia.garcia2723@example.com"),
+                    Reply.call("get_order_details", order_id=OTHER_CUSTOMERS_ORDER),
+                    Reply.say("Done."),
+                ]
+            )
+        )
+        values = await conv.say("what about my order?")
+        before, verify, after, switch, other = tool_messages(values)
+        assert str(before.content).startswith("Error:")
+        assert "pending" not in str(before.content)  # reveals nothing about the order
+        assert verify.content == "noah_brown_6181"
+        assert json.loads(str(after.content))["status"] == "pending"
+        assert str(switch.content).startswith("Error:")
+        assert str(other.content).startswith("Error:")
+        assert values["verified_user_id"] == "noah_brown_6181"
+        # the system prompt names the verified customer once verified
+        assert "noah_brown_6181" in model_server.requests[-1].system_prompt
+
+
+class TestTurnState:
+    async def test_human_message_id_opens_the_turn(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("Hi there")]))
+        values = await conversation.say("hi")
+        human = next(m for m in values["messages"] if isinstance(m, HumanMessage))
+        assert values["turn_id"] == human.id
+        assert values["turn_number"] == 1

@@ -1,0 +1,452 @@
+"""The HTTP API over a real uvicorn server; SSE parsed with httpx-sse."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, ClassVar
+
+import httpx
+import jwt
+import pytest
+from httpx_sse import aconnect_sse
+from psycopg_pool import AsyncConnectionPool
+
+from app.config import Settings
+from app.fakellm import Latency, Reply, Script, ScriptedModelServer
+from tests.integration.agent_harness import fetch_one, load_small_shop
+from tests.integration.api_harness import LiveServer, live_server
+
+NOAH, MIA = "noah_brown_6181", "mia_garcia_4516"
+PENDING_ORDER = "#W2611340"
+SSE = {"Accept": "text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
+    settings = Settings(database_url=database_url, app_env="dev", _env_file=None)  # type: ignore[call-arg]
+    with live_server(settings, scripted_model_session) as live:
+        yield live
+
+
+@pytest.fixture
+async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
+    await load_small_shop(db)
+    return db
+
+
+@pytest.fixture
+async def client(server: LiveServer, shop: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with server.client() as c:
+        yield c
+
+
+async def stream(
+    client: httpx.AsyncClient, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> list[tuple[str, str, dict[str, Any]]]:
+    events = []
+    async with aconnect_sse(client, "POST", path, json=body, headers={**headers, **SSE}) as source:
+        assert source.response.status_code == 200, await source.response.aread()
+        async for sse in source.aiter_sse():
+            events.append((sse.event, sse.id, json.loads(sse.data)))
+    return events
+
+
+def hello(text: str = "Hello! How can I help?") -> Script:
+    return Script([Reply.say(text)])
+
+
+class TestStreamContract:
+    async def test_events_come_in_order_with_increasing_ids_and_done_last(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.say("Your order is pending and on its way soon."),
+                ]
+            )
+        )
+        events = await stream(
+            client, "/threads/s1/messages", {"content": "where is my order?"}, server.headers(NOAH)
+        )
+        names = [e[0] for e in events]
+        assert names[0] == "run" and names[-1] == "done"
+        assert names.index("tool_call") < names.index("tool_result") < names.index("token")
+        assert names.count("token") > 3  # the answer arrived in pieces
+        ids = [int(e[1]) for e in events]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+        tool_call = next(e[2] for e in events if e[0] == "tool_call")
+        assert tool_call == {
+            "id": tool_call["id"],
+            "name": "get_order_details",
+            "args": {"order_id": PENDING_ORDER},
+        }
+        result = next(e[2] for e in events if e[0] == "tool_result")
+        assert result["status"] == "ok" and result["name"] == "get_order_details"
+        text = "".join(e[2]["text"] for e in events if e[0] == "token")
+        assert text == "Your order is pending and on its way soon."
+        done = events[-1][2]
+        assert done["status"] == "completed" and done["checkpoint_id"]
+        assert done["usage"]["input_tokens"] > 0 and done["usage"]["output_tokens"] > 0
+
+    async def test_stream_headers_stop_proxy_buffering(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(hello())
+        async with aconnect_sse(
+            client,
+            "POST",
+            "/threads/s2/messages",
+            json={"content": "hi"},
+            headers={**server.headers(NOAH), **SSE},
+        ) as source:
+            assert source.response.headers["x-accel-buffering"] == "no"
+            assert "no-cache" in source.response.headers["cache-control"]
+            [e async for e in source.aiter_sse()]
+
+    async def test_model_failure_gives_error_then_done_failed(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(lambda r: Reply.fail(500))
+        events = await stream(
+            client, "/threads/s3/messages", {"content": "hi"}, server.headers(NOAH)
+        )
+        assert [e[0] for e in events][-2:] == ["error", "done"]
+        assert events[-2][2]["code"] == "model_unavailable"
+        assert "Traceback" not in json.dumps(events) and "fakellm" not in json.dumps(events)
+        assert events[-1][2]["status"] == "failed"
+
+    async def test_interrupt_then_resume_streams_the_rest(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call(
+                        "cancel_pending_order", order_id=PENDING_ORDER, reason="ordered by mistake"
+                    ),
+                    Reply.say("Done: your order is cancelled."),
+                ]
+            )
+        )
+        h = server.headers(NOAH)
+        events = await stream(client, "/threads/w1/messages", {"content": "cancel it"}, h)
+        assert [e[0] for e in events][-2:] == ["interrupt", "done"]
+        (pending,) = events[-2][2]["pending"]
+        assert pending["name"] == "cancel_pending_order" and PENDING_ORDER in pending["summary"]
+        assert events[-1][2]["status"] == "interrupted"
+        state = (await client.get("/threads/w1/state", headers=h)).json()
+        assert state["pending"][0]["id"] == pending["id"]
+
+        events = await stream(client, "/threads/w1/resume", {"decision": "approve"}, h)
+        assert events[-1][2]["status"] == "completed"
+        assert any(e[0] == "tool_result" and e[2]["status"] == "ok" for e in events)
+        row = await fetch_one(shop, "SELECT status FROM orders WHERE id = %s", PENDING_ORDER)
+        assert row["status"] == "cancelled"
+        again = await client.post("/threads/w1/resume", json={"decision": "approve"}, headers=h)
+        assert again.status_code == 409 and again.json()["error"]["code"] == "nothing_pending"
+
+
+class TestJsonMode:
+    async def test_post_without_sse_returns_the_turn(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(hello("Hi Noah!"))
+        r = await client.post(
+            "/threads/j1/messages", json={"content": "hi"}, headers=server.headers(NOAH)
+        )
+        assert r.status_code == 200
+        body = r.json()
+        assert body["status"] == "completed" and body["checkpoint_id"]
+        assert [(m["role"], m["content"]) for m in body["messages"]] == [
+            ("user", "hi"),
+            ("assistant", "Hi Noah!"),
+        ]
+
+    async def test_client_message_id_retry_adds_no_message(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(hello("first answer"))
+        h = server.headers(NOAH)
+        body = {"content": "hi", "client_message_id": "m-1"}
+        first = (await client.post("/threads/j2/messages", json=body, headers=h)).json()
+        second = (await client.post("/threads/j2/messages", json=body, headers=h)).json()
+        assert first == second
+        state = (await client.get("/threads/j2/state", headers=h)).json()
+        assert [m["role"] for m in state["messages"]] == ["user", "assistant"]
+        assert len(model_server.requests) == 1
+
+
+class TestOneWriterPerThread:
+    async def test_second_post_while_running_gets_409_and_history_stays_linear(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script(
+                [Reply.say("a slow answer " * 10, latency=Latency(ttft_ms=300, tokens_per_s=60))]
+            )
+        )
+        h = server.headers(NOAH)
+
+        async def late_post() -> httpx.Response:
+            await asyncio.sleep(0.15)
+            return await client.post(
+                "/threads/busy/messages", json={"content": "me too"}, headers=h
+            )
+
+        events, late = await asyncio.gather(
+            stream(client, "/threads/busy/messages", {"content": "hi"}, h), late_post()
+        )
+        assert events[-1][2]["status"] == "completed"
+        assert late.status_code == 409
+        assert late.json()["error"]["code"] == "thread_busy"
+        history = (await client.get("/threads/busy/history?limit=100", headers=h)).json()["items"]
+        for newer, older in itertools.pairwise(history):
+            assert newer["parent_checkpoint_id"] == older["checkpoint_id"]
+
+
+class TestRewind:
+    async def test_rewind_by_message_id_then_post_continues_from_there(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        h = server.headers(NOAH)
+        for text in ("one", "two"):
+            model_server.use(hello(f"answer {text}"))
+            await client.post("/threads/r1/messages", json={"content": text}, headers=h)
+        state = (await client.get("/threads/r1/state", headers=h)).json()
+        second_user = [m for m in state["messages"] if m["role"] == "user"][1]
+
+        r = await client.post(
+            "/threads/r1/rewind", json={"message_id": second_user["id"]}, headers=h
+        )
+        assert r.status_code == 200
+        assert [m["content"] for m in r.json()["messages"]] == ["one", "answer one"]
+
+        model_server.use(hello("answer edited"))
+        await client.post("/threads/r1/messages", json={"content": "two, edited"}, headers=h)
+        state = (await client.get("/threads/r1/state", headers=h)).json()
+        assert [m["content"] for m in state["messages"]] == [
+            "one",
+            "answer one",
+            "two, edited",
+            "answer edited",
+        ]
+        # the earlier branch is still readable in history
+        history = (await client.get("/threads/r1/history?limit=200", headers=h)).json()["items"]
+        assert any(
+            item["last_message"] and item["last_message"]["content"] == "answer two"
+            for item in history
+        )
+
+    async def test_rewind_by_checkpoint_id(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        h = server.headers(NOAH)
+        model_server.use(hello("first"))
+        first = (await client.post("/threads/r2/messages", json={"content": "a"}, headers=h)).json()
+        model_server.use(hello("second"))
+        await client.post("/threads/r2/messages", json={"content": "b"}, headers=h)
+        r = await client.post(
+            "/threads/r2/rewind", json={"checkpoint_id": first["checkpoint_id"]}, headers=h
+        )
+        assert [m["content"] for m in r.json()["messages"]] == ["a", "first"]
+        model_server.use(hello("third"))
+        await client.post("/threads/r2/messages", json={"content": "c"}, headers=h)
+        state = (await client.get("/threads/r2/state", headers=h)).json()
+        assert [m["content"] for m in state["messages"]] == ["a", "first", "c", "third"]
+
+
+class TestThreads:
+    async def test_create_list_and_delete(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        h = server.headers(MIA)
+        created = await client.post("/threads", headers=h)
+        assert created.status_code == 201
+        sid = created.json()["id"]
+        model_server.use(hello())
+        await client.post(
+            f"/threads/{sid}/messages", json={"content": "Where is my parcel?"}, headers=h
+        )
+        for _ in range(3):
+            await client.post("/threads", headers=h)
+            await asyncio.sleep(0.01)
+        page = (await client.get("/threads?limit=2", headers=h)).json()
+        assert len(page["items"]) == 2 and page["next_cursor"]
+        rest = (
+            await client.get(f"/threads?limit=10&cursor={page['next_cursor']}", headers=h)
+        ).json()
+        items = page["items"] + rest["items"]
+        assert len(items) == 4 and len({i["id"] for i in items}) == 4
+        mine = next(i for i in items if i["id"] == sid)
+        assert mine["title"] == "Where is my parcel?" and mine["message_count"] == 2
+
+        assert (await client.delete(f"/threads/{sid}", headers=h)).status_code == 204
+        assert (await client.get(f"/threads/{sid}/state", headers=h)).status_code == 404
+        assert (await client.get(f"/threads/{sid}/history", headers=h)).status_code == 404
+
+
+class TestIsolation:
+    ROUTES: ClassVar[list[tuple[str, str, dict[str, Any] | None]]] = [
+        ("GET", "/threads/{sid}/state", None),
+        ("GET", "/threads/{sid}/history", None),
+        ("POST", "/threads/{sid}/resume", {"decision": "approve"}),
+        ("POST", "/threads/{sid}/rewind", {"checkpoint_id": "x"}),
+        ("DELETE", "/threads/{sid}", None),
+    ]
+
+    @pytest.mark.parametrize(("method", "path", "body"), ROUTES)
+    async def test_other_users_thread_is_indistinguishable_from_a_missing_one(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+    ) -> None:
+        owner = server.headers(NOAH)
+        model_server.use(hello("private to noah"))
+        await client.post("/threads/secret/messages", json={"content": "my secret"}, headers=owner)
+        before = (await client.get("/threads/secret/state", headers=owner)).json()
+
+        for intruder in (server.headers(MIA), server.headers("guest-" + NOAH, role="guest")):
+            theirs = await client.request(
+                method, path.format(sid="secret"), json=body, headers=intruder
+            )
+            missing = await client.request(
+                method, path.format(sid="nothere"), json=body, headers=intruder
+            )
+            assert theirs.status_code == missing.status_code == 404
+            assert theirs.json() == missing.json()
+
+        after = (await client.get("/threads/secret/state", headers=owner)).json()
+        assert after == before
+
+    async def test_posting_to_someone_elses_session_id_starts_a_separate_thread(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(hello("for noah"))
+        await client.post(
+            "/threads/shared/messages", json={"content": "noah"}, headers=server.headers(NOAH)
+        )
+        model_server.use(hello("for mia"))
+        await client.post(
+            "/threads/shared/messages", json={"content": "mia"}, headers=server.headers(MIA)
+        )
+        noah = (await client.get("/threads/shared/state", headers=server.headers(NOAH))).json()
+        assert [m["content"] for m in noah["messages"]] == ["noah", "for noah"]
+        titles = (await client.get("/threads", headers=server.headers(MIA))).json()["items"]
+        assert [t["title"] for t in titles] == ["mia"]
+
+
+class TestErrors:
+    async def test_auth_failures_are_401_with_bearer_challenge(
+        self, client: httpx.AsyncClient, server: LiveServer
+    ) -> None:
+        expired = server.token(NOAH, ttl_s=-10)
+        # a correctly signed guest token claiming a customer's subject
+        forged_guest = jwt.encode(
+            {"sub": NOAH, "role": "guest", "exp": int(time.time()) + 60},
+            server.settings.jwt_secret.get_secret_value(),
+            algorithm="HS256",
+        )
+        for headers in (
+            {},
+            {"Authorization": "Basic abc"},
+            {"Authorization": "Bearer not-a-jwt"},
+            {"Authorization": f"Bearer {expired}"},
+            {"Authorization": "Bearer " + server.token(NOAH)[:-3] + "abc"},
+            {"Authorization": "Bearer " + forged_guest},
+        ):
+            r = await client.get("/threads", headers=headers)
+            assert r.status_code == 401
+            assert r.headers["www-authenticate"] == "Bearer"
+            assert r.json()["error"]["code"] == "unauthorized"
+
+    async def test_validation_and_size_and_type_errors(
+        self, client: httpx.AsyncClient, server: LiveServer
+    ) -> None:
+        h = server.headers(NOAH)
+        cases = [
+            (await client.get("/threads/bad:id/state", headers=h), 422),
+            (await client.get("/threads/" + "x" * 65 + "/state", headers=h), 422),
+            (await client.post("/threads/ok/messages", json={"content": "   "}, headers=h), 422),
+            (
+                await client.post("/threads/ok/messages", json={"content": "x" * 8001}, headers=h),
+                422,
+            ),
+            (await client.post("/threads/ok/messages", json={}, headers=h), 422),
+            (await client.post("/threads/ok/resume", json={"decision": "maybe"}, headers=h), 422),
+            (await client.post("/threads/ok/messages", content=b"hi", headers=h), 415),
+            (
+                await client.post(
+                    "/threads/ok/messages",
+                    content=json.dumps({"content": "x" * 70_000}).encode(),
+                    headers={**h, "Content-Type": "application/json"},
+                ),
+                413,
+            ),
+        ]
+        for response, status in cases:
+            assert response.status_code == status, response.text
+            error = response.json()["error"]
+            assert error["code"] and error["message"]
+            assert "Traceback" not in response.text
+
+    async def test_health_and_readiness(self, client: httpx.AsyncClient) -> None:
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        ready = await client.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "ok"
+
+    async def test_openapi_documents_the_routes(self, client: httpx.AsyncClient) -> None:
+        spec = (await client.get("/openapi.json")).json()
+        assert "/threads/{session_id}/messages" in spec["paths"]
+        assert (await client.get("/docs")).status_code == 200
+
+
+class TestDisconnect:
+    async def test_disconnect_mid_stream_then_next_message_succeeds(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.say("word " * 60, latency=Latency(tokens_per_s=100)),
+                    Reply.say("second answer"),
+                ]
+            )
+        )
+        h = server.headers(NOAH)
+        async with aconnect_sse(
+            client,
+            "POST",
+            "/threads/dc/messages",
+            json={"content": "long please"},
+            headers={**h, **SSE},
+        ) as source:
+            async for sse in source.aiter_sse():
+                if sse.event == "token":
+                    break  # the client goes away mid-answer
+        deadline = time.monotonic() + 10
+        while True:
+            r = await client.post("/threads/dc/messages", json={"content": "again"}, headers=h)
+            if r.status_code != 409 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        assert r.status_code == 200, r.text
+        state = (await client.get("/threads/dc/state", headers=h)).json()
+        assert [m["role"] for m in state["messages"]] == ["user", "assistant", "user", "assistant"]
+        assert state["messages"][1]["content"].startswith("word word")
