@@ -5,10 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.agent.context import AgentContext, Role
 from app.domain.models import (
     Address,
     Customer,
@@ -200,3 +204,79 @@ async def seed(
             position = positions.get(o.customer_id, 0)
             positions[o.customer_id] = position + 1
             await insert_order(conn, o, position)
+
+
+# --- invoking tools as LangGraph's ToolNode does -------------------------------------------
+
+SHOP_TABLES = (
+    "customers",
+    "payment_methods",
+    "orders",
+    "order_items",
+    "fulfillments",
+    "payment_transactions",
+    "handoff_tickets",
+)
+
+
+def tool_runtime(
+    *,
+    user_id: str = "guest_1",
+    role: Role = "guest",
+    session: str = "s1",
+    verified: str | None = None,
+    turn_id: str | None = "turn_1",
+    call_id: str = "call_1",
+    messages: list[Any] | None = None,
+) -> ToolRuntime[AgentContext, Any]:
+    state: dict[str, Any] = {"messages": messages or [], "verified_user_id": verified}
+    if turn_id is not None:
+        state["turn_id"] = turn_id
+    return ToolRuntime(
+        state=state,
+        context=AgentContext(user_id=user_id, role=role, thread_id=f"{user_id}:{session}"),
+        config={},
+        stream_writer=lambda _: None,
+        tool_call_id=call_id,
+        store=None,
+    )
+
+
+async def invoke(tool: BaseTool, args: dict[str, Any], runtime: ToolRuntime[Any, Any]) -> Any:
+    """Call `tool` with a ToolCall, runtime injected: returns a ToolMessage or a Command."""
+    call_id = runtime.tool_call_id or "call_1"
+    return await tool.ainvoke(
+        {
+            "type": "tool_call",
+            "id": call_id,
+            "name": tool.name,
+            "args": {**args, "runtime": runtime},
+        }
+    )
+
+
+def text_of(result: Any) -> str:
+    """The observation the model would read, from a ToolMessage or a Command."""
+    if isinstance(result, Command):
+        update = result.update if isinstance(result.update, dict) else {}
+        return str(update["messages"][0].content)
+    return str(result.content)
+
+
+async def snapshot(pool: AsyncConnectionPool[Any]) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the shop tables, for asserting that nothing changed."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    async with pool.connection() as conn:
+        for table in SHOP_TABLES:
+            cursor = await conn.execute(f"SELECT * FROM {table}")
+            rows = await cursor.fetchall()
+            out[table] = sorted(
+                tuple(str(v) for k, v in r.items() if k != "updated_at") for r in rows
+            )
+    return out
+
+
+async def rows(pool: AsyncConnectionPool[Any], sql: str, *params: Any) -> list[dict[str, Any]]:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(sql, params)
+        return list(await cursor.fetchall())

@@ -1,0 +1,141 @@
+"""The single transactional write path: exactly-once per idempotency key, always audited.
+
+One transaction holds the key's advisory lock, checks `tool_executions`, runs the action and
+records its outcome, so the effect and its record commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from app.domain.errors import RuleViolation
+
+log = structlog.get_logger(__name__)
+
+WriteAction = Callable[[AsyncConnection[Any]], Awaitable[str]]
+UNEXPECTED_FAILURE = "Error: the change could not be made; nothing was changed."
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    ok: bool
+    text: str  # the observation for the model: the result, or "Error: ..."
+    replayed: bool = False  # True when the key had already run and nothing was done now
+
+
+async def execute_write(
+    pool: AsyncConnectionPool[Any],
+    *,
+    idempotency_key: str,
+    thread_id: str,
+    actor: str,
+    customer_id: str | None,
+    tool_name: str,
+    arguments: Mapping[str, Any],
+    action: WriteAction,
+) -> WriteOutcome:
+    """Run `action` once per key. A RuleViolation is recorded as an `Error:` outcome and
+    rolls the action back; any other failure records nothing and returns a generic error."""
+    record = _Record(idempotency_key, thread_id, actor, customer_id, tool_name, arguments)
+    try:
+        async with pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (idempotency_key,)
+            )
+            cursor = await conn.execute(
+                "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s",
+                (idempotency_key,),
+            )
+            previous = await cursor.fetchone()
+            if previous is not None:
+                return WriteOutcome(previous["ok"], previous["outcome"], replayed=True)
+            try:
+                async with conn.transaction():  # a savepoint: a refused rule leaves no trace
+                    outcome = WriteOutcome(True, await action(conn))
+            except RuleViolation as refused:
+                outcome = WriteOutcome(False, f"Error: {refused.message}")
+            await record.insert_execution(conn, outcome)
+            await record.insert_audit(conn, outcome)
+            return outcome
+    except Exception:
+        log.exception("write failed", tool=tool_name, thread_id=thread_id)
+        failed = WriteOutcome(False, UNEXPECTED_FAILURE)
+        await _audit_best_effort(pool, record, failed)
+        return failed
+
+
+async def recorded_outcome(pool: AsyncConnectionPool[Any], idempotency_key: str) -> str | None:
+    """The observation a write with this key produced, if it ran (used to close dangling
+    tool calls after a crash)."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT outcome FROM tool_executions WHERE idempotency_key = %s", (idempotency_key,)
+        )
+        row = await cursor.fetchone()
+    return None if row is None else str(row["outcome"])
+
+
+@dataclass(frozen=True)
+class _Record:
+    key: str
+    thread_id: str
+    actor: str
+    customer_id: str | None
+    tool_name: str
+    arguments: Mapping[str, Any]
+
+    def _arguments(self) -> Jsonb:
+        return Jsonb(dict(self.arguments), dumps=_dumps)
+
+    async def insert_execution(self, conn: AsyncConnection[Any], outcome: WriteOutcome) -> None:
+        await conn.execute(
+            "INSERT INTO tool_executions (idempotency_key, thread_id, user_id, tool_name,"
+            " arguments, ok, outcome) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.key,
+                self.thread_id,
+                self.customer_id,
+                self.tool_name,
+                self._arguments(),
+                outcome.ok,
+                outcome.text,
+            ),
+        )
+
+    async def insert_audit(self, conn: AsyncConnection[Any], outcome: WriteOutcome) -> None:
+        await conn.execute(
+            "INSERT INTO audit_log (actor, customer_id, thread_id, tool_name, arguments, ok,"
+            " outcome, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.actor,
+                self.customer_id,
+                self.thread_id,
+                self.tool_name,
+                self._arguments(),
+                outcome.ok,
+                outcome.text,
+                self.key,
+            ),
+        )
+
+
+async def _audit_best_effort(
+    pool: AsyncConnectionPool[Any], record: _Record, outcome: WriteOutcome
+) -> None:
+    try:
+        async with pool.connection() as conn, conn.transaction():
+            await record.insert_audit(conn, outcome)
+    except Exception:
+        log.exception("audit of a failed write failed", tool=record.tool_name)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))

@@ -1,0 +1,183 @@
+"""Order tools: read an order, and change an order that has not shipped (status pending)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from langchain_core.tools import BaseTool
+from psycopg_pool import AsyncConnectionPool
+from pydantic import Field
+
+from app.db.repository import ShopRepository
+from app.tools import order_actions as actions
+from app.tools.base import make_tool
+from app.tools.identity import Address1, Address2, City, Country, State, Zip
+from app.tools.render import order_json
+from app.tools.scope import NOT_VERIFIED, Runtime, conversation_customer, order_not_found
+from app.tools.writing import run_write
+
+OrderId = Annotated[
+    str,
+    Field(
+        description="The order id, such as '#W0000000'. Be careful: it starts with a '#'.",
+    ),
+]
+ItemIds = Annotated[
+    list[str],
+    Field(
+        description="The item ids to change, each such as '1008292230'. List an id twice "
+        "to change two units of the same item."
+    ),
+]
+NewItemIds = Annotated[
+    list[str],
+    Field(
+        description="The new item ids, each such as '1008292230', in the same order as "
+        "item_ids: each must be a different, available option of the same product as the "
+        "item at the same position."
+    ),
+]
+PaymentMethodId = Annotated[
+    str,
+    Field(
+        description="A payment method id of the customer, such as 'gift_card_0000000' or "
+        "'credit_card_0000000', as listed by get_user_details."
+    ),
+]
+CancelReason = Literal["no longer needed", "ordered by mistake"]
+
+
+def order_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
+    async def get_order_details(order_id: OrderId, runtime: Runtime) -> str:
+        """Get the status and details of one of the verified customer's orders: items with
+        item ids, prices and options, shipping address, fulfillments and payment history."""
+        customer_id = conversation_customer(runtime)
+        if customer_id is None:
+            return NOT_VERIFIED
+        async with pool.connection() as conn:
+            order = await ShopRepository(conn).get_order(order_id)
+        if order is None or order.customer_id != customer_id:
+            return f"Error: {order_not_found(order_id)}"
+        return order_json(order)
+
+    return [make_tool("get_order_details", get_order_details)]
+
+
+def order_write_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
+    async def cancel_pending_order(
+        order_id: OrderId,
+        reason: Annotated[
+            CancelReason,
+            Field(description="Why: exactly 'no longer needed' or 'ordered by mistake'."),
+        ],
+        runtime: Runtime,
+    ) -> str:
+        """Cancel a pending order. Processed or delivered orders cannot be cancelled.
+
+        Before calling, explain the cancellation (which order, the refund) and get the
+        customer's explicit yes. Every payment is refunded to the method it came from: a
+        gift card gets its money back at once, other methods in 5-7 business days. Returns
+        the updated order.
+        """
+        outcome = await run_write(
+            pool,
+            runtime,
+            tool_name="cancel_pending_order",
+            args={"order_id": order_id, "reason": reason},
+            action_for=lambda c: actions.order_action(c, order_id, actions.cancel(reason)),
+        )
+        return outcome.text
+
+    async def modify_pending_order_address(
+        order_id: OrderId,
+        address1: Address1,
+        address2: Address2,
+        city: City,
+        state: State,
+        country: Country,
+        zip: Zip,
+        runtime: Runtime,
+    ) -> str:
+        """Change the shipping address of a pending order.
+
+        For the customer's default (profile) address use modify_user_address instead. Before
+        calling, tell the customer the full new address and get their explicit yes. Returns
+        the updated order.
+        """
+        fields = {
+            "address1": address1,
+            "address2": address2,
+            "city": city,
+            "state": state,
+            "country": country,
+            "zip": zip,
+        }
+        outcome = await run_write(
+            pool,
+            runtime,
+            tool_name="modify_pending_order_address",
+            args={"order_id": order_id, **fields},
+            action_for=lambda c: actions.order_action(c, order_id, actions.change_address(fields)),
+        )
+        return outcome.text
+
+    async def modify_pending_order_items(
+        order_id: OrderId,
+        item_ids: ItemIds,
+        new_item_ids: NewItemIds,
+        payment_method_id: PaymentMethodId,
+        runtime: Runtime,
+    ) -> str:
+        """Swap items of a pending order for other options of the same product (for example
+        another size or color). This can be done only once per order: afterwards its status
+        is 'pending (item modified)' and no further change is possible, so collect every item
+        to change first.
+
+        Look up the new item ids with get_product_details. The price difference is charged
+        to, or refunded to, payment_method_id; a gift card must hold enough to pay. Before
+        calling, explain the changes and the price difference and get the customer's
+        explicit yes. Returns the updated order.
+        """
+        outcome = await run_write(
+            pool,
+            runtime,
+            tool_name="modify_pending_order_items",
+            args={
+                "order_id": order_id,
+                "item_ids": item_ids,
+                "new_item_ids": new_item_ids,
+                "payment_method_id": payment_method_id,
+            },
+            action_for=lambda c: actions.order_action(
+                c, order_id, actions.change_items(item_ids, new_item_ids, payment_method_id)
+            ),
+        )
+        return outcome.text
+
+    async def modify_pending_order_payment(
+        order_id: OrderId, payment_method_id: PaymentMethodId, runtime: Runtime
+    ) -> str:
+        """Pay for a pending order with another of the customer's payment methods.
+
+        The order must have a single payment; the new method is charged and the old one
+        refunded (at once for a gift card, 5-7 business days otherwise). A gift card must
+        hold the full amount. Before calling, explain the change and get the customer's
+        explicit yes. Returns the updated order.
+        """
+        outcome = await run_write(
+            pool,
+            runtime,
+            tool_name="modify_pending_order_payment",
+            args={"order_id": order_id, "payment_method_id": payment_method_id},
+            action_for=lambda c: actions.order_action(
+                c, order_id, actions.change_payment(payment_method_id)
+            ),
+        )
+        return outcome.text
+
+    return [
+        make_tool("cancel_pending_order", cancel_pending_order),
+        make_tool("modify_pending_order_address", modify_pending_order_address),
+        make_tool("modify_pending_order_items", modify_pending_order_items),
+        make_tool("modify_pending_order_payment", modify_pending_order_payment),
+    ]

@@ -1,0 +1,181 @@
+"""One-line, human summaries of pending writes, for the confirmation card."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from app.db.repository import ShopRepository
+from app.domain import delivered_orders, pending_orders
+from app.domain.addresses import make_address
+from app.domain.errors import RuleViolation
+from app.domain.models import Address, Customer, Order, Transaction
+from app.tools.scope import clip
+
+log = structlog.get_logger(__name__)
+
+_GENERIC = {
+    "cancel_pending_order": "Cancel order {order_id}",
+    "modify_pending_order_address": "Change the address of order {order_id}",
+    "modify_pending_order_items": "Change items in order {order_id}",
+    "modify_pending_order_payment": "Change the payment method of order {order_id}",
+    "return_delivered_order_items": "Return items from order {order_id}",
+    "exchange_delivered_order_items": "Exchange items in order {order_id}",
+    "modify_user_address": "Change the default address of user {user_id}",
+    "transfer_to_human_agents": "Transfer the conversation to a human agent",
+}
+
+
+async def summarize_write(
+    pool: AsyncConnectionPool[Any], customer_id: str | None, name: str, args: Mapping[str, Any]
+) -> str:
+    """E.g. "Cancel order #W5918442 (4 items, refund 1,463.70 to credit card ending 9212)".
+
+    Never raises: anything unexpected (or another customer's order) gives a generic line.
+    """
+    try:
+        detailed = await _detailed(pool, customer_id, name, args)
+    except (RuleViolation, LookupError, TypeError, ValueError):
+        detailed = None  # the write itself will be refused with a precise error
+    except Exception:
+        log.warning("write summary failed", tool=name, exc_info=True)
+        detailed = None
+    return detailed or generic_summary(name, args)
+
+
+def generic_summary(name: str, args: Mapping[str, Any]) -> str:
+    template = _GENERIC.get(name)
+    if template is None:
+        return f"Run {clip(str(name))}"
+    fields = {k: clip(str(args.get(k, "?"))) for k in ("order_id", "user_id")}
+    return template.format(**fields)
+
+
+async def _detailed(
+    pool: AsyncConnectionPool[Any], customer_id: str | None, name: str, args: Mapping[str, Any]
+) -> str | None:
+    if name == "transfer_to_human_agents":
+        summary = " ".join(str(args.get("summary", "")).split())
+        return f"Transfer the conversation to a human agent: {clip(summary)}" if summary else None
+    if name == "modify_user_address":
+        if args.get("user_id") != customer_id:
+            return None
+        return f"Change the default address of user {customer_id} to {_address_line(args)}"
+    order_id = args.get("order_id")
+    if customer_id is None or not isinstance(order_id, str):
+        return None
+    async with pool.connection() as conn:
+        repo = ShopRepository(conn)
+        order = await repo.get_order(order_id)
+        customer = await repo.get_customer(customer_id)
+        if order is None or customer is None or order.customer_id != customer_id:
+            return None
+        products = await repo.get_products(i.product_id for i in order.items)
+    return _order_summary(name, args, order, customer, products)
+
+
+def _order_summary(
+    name: str, args: Mapping[str, Any], order: Order, customer: Customer, products: Any
+) -> str | None:
+    oid = order.id
+    if name == "cancel_pending_order":
+        change = pending_orders.cancel_pending_order(order, customer, args["reason"])
+        refunds = change.order.payment_history[len(order.payment_history) :]
+        return f"Cancel order {oid} ({_count(order.items)}, {_refunds(refunds, customer)})"
+    if name == "modify_pending_order_address":
+        return f"Change the address of order {oid} to {_address_line(args)}"
+    method = _method(customer, str(args.get("payment_method_id", "")))
+    if name == "modify_pending_order_payment":
+        change = pending_orders.modify_pending_order_payment(
+            order, customer, args["payment_method_id"]
+        )
+        paid = change.order.payment_history[-1]
+        return (
+            f"Pay for order {oid} ({_money(paid.amount)}) with {method} instead of "
+            f"{_method(customer, paid.payment_method_id)}"
+        )
+    item_ids: Sequence[str] = args["item_ids"]
+    names = _item_names(order, item_ids)
+    if name == "modify_pending_order_items":
+        change = pending_orders.modify_pending_order_items(
+            order, customer, products, item_ids, args["new_item_ids"], args["payment_method_id"]
+        )
+        entry = change.order.payment_history[-1]
+        signed = entry.amount if entry.transaction_type == "payment" else -entry.amount
+        return f"Change {_count(item_ids)} in order {oid} ({names}; {_settle(signed, method)})"
+    if name == "return_delivered_order_items":
+        delivered_orders.return_delivered_order_items(
+            order, customer, item_ids, args["payment_method_id"]
+        )
+        total = _returned_total(order, item_ids)
+        return (
+            f"Return {_count(item_ids)} from order {oid} ({names}; refund {_money(total)} "
+            f"to {method})"
+        )
+    if name == "exchange_delivered_order_items":
+        change = delivered_orders.exchange_delivered_order_items(
+            order, customer, products, item_ids, args["new_item_ids"], args["payment_method_id"]
+        )
+        difference = change.order.exchange_price_difference or Decimal("0")
+        return (
+            f"Exchange {_count(item_ids)} in order {oid} ({names}; {_settle(difference, method)})"
+        )
+    return None
+
+
+def _count(items: Sequence[object]) -> str:
+    return "1 item" if len(items) == 1 else f"{len(items)} items"
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount:,.2f}"
+
+
+def _method(customer: Customer, method_id: str) -> str:
+    method = customer.payment_method(method_id)
+    if method is None:
+        return clip(method_id)
+    if method.source == "credit_card":
+        return f"credit card ending {method.last_four}" if method.last_four else "credit card"
+    if method.source == "gift_card":
+        return f"gift card ending {method.id[-4:]}"
+    return "PayPal"
+
+
+def _refunds(refunds: Sequence[Transaction], customer: Customer) -> str:
+    parts = [f"{_money(t.amount)} to {_method(customer, t.payment_method_id)}" for t in refunds]
+    return "refund " + " and ".join(parts) if parts else "nothing to refund"
+
+
+def _settle(difference: Decimal, method: str) -> str:
+    if difference > 0:
+        return f"charge {_money(difference)} to {method}"
+    if difference < 0:
+        return f"refund {_money(-difference)} to {method}"
+    return "no price difference"
+
+
+def _item_names(order: Order, item_ids: Sequence[str]) -> str:
+    by_id = {i.item_id: i.name for i in order.items}
+    return ", ".join(by_id.get(item_id, clip(item_id)) for item_id in item_ids)
+
+
+def _returned_total(order: Order, item_ids: Sequence[str]) -> Decimal:
+    remaining = list(order.items)
+    total = Decimal("0")
+    for item_id in item_ids:
+        item = next(i for i in remaining if i.item_id == item_id)
+        remaining.remove(item)
+        total += item.price
+    return total
+
+
+def _address_line(args: Mapping[str, Any]) -> str:
+    fields = ("address1", "address2", "city", "state", "country", "zip")
+    a: Address = make_address(**{k: str(args.get(k, "")) for k in fields})
+    street = ", ".join(p for p in (a.address1, a.address2) if p)
+    return f"{street}, {a.city}, {a.state} {a.zip}, {a.country}"
