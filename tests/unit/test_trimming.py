@@ -32,11 +32,14 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
                 AIMessage(
                     content="",
                     id=f"a{n}",
-                    tool_calls=[{"name": "get_order_details", "args": {"x": i}, "id": i} for i in ids],
+                    tool_calls=[
+                        {"name": "get_order_details", "args": {"x": i}, "id": i} for i in ids
+                    ],
                 )
             )
             out.extend(
-                ToolMessage(content=draw(words), tool_call_id=i, name="get_order_details") for i in ids
+                ToolMessage(content=draw(words), tool_call_id=i, name="get_order_details")
+                for i in ids
             )
             n += 1
         out.append(AIMessage(content=draw(words), id=f"a{n}"))
