@@ -1,0 +1,366 @@
+// The chat page: sign-in, threads, sending, streaming, confirmations, edits, debug.
+
+import { Api, ApiError } from "./api.js";
+import { claimsOf, embeddedToken, forgetToken, showSignIn, storedName, storedToken, storeToken } from "./auth.js";
+import { ChatView } from "./chat.js";
+import { DebugDrawer } from "./debug.js";
+import { newId } from "./dom.js";
+import { ThreadList, UNTITLED } from "./threads.js";
+
+const THREAD_KEY = "cs-agent.thread";
+const BUSY = "Another reply is in progress. Please wait for it to finish, then try again.";
+const DROPPED = "The connection was lost before the reply finished.";
+const FAILED = "Something went wrong while answering. The conversation is safe; please retry.";
+
+const $ = (id) => document.getElementById(id);
+
+class ChatApp {
+  constructor() {
+    this.api = new Api({ onUnauthorized: () => this.signOut("Your session has ended. Please sign in again.") });
+    this.threadId = null;
+    this.running = null; // {controller} while a reply streams
+    this.els = {
+      app: $("app"),
+      signin: $("signin"),
+      banner: $("demo-banner"),
+      title: $("thread-title"),
+      input: $("composer-input"),
+      send: $("send"),
+      composer: $("composer"),
+      identity: $("identity"),
+      sidebar: $("sidebar"),
+      backdrop: $("backdrop"),
+      toggleSidebar: $("toggle-sidebar"),
+    };
+    this.view = new ChatView($("messages"), $("typing"), {
+      onEdit: (messageId, text) => this.editAndRegenerate(messageId, text),
+      onDecision: (decision) => this.decide(decision),
+    });
+    this.threads = new ThreadList($("thread-list"), $("more-threads"), {
+      onSelect: (id) => this.selectThread(id),
+    });
+    this.debug = new DebugDrawer($("debug"), $("toggle-debug"), {
+      api: this.api,
+      threadId: () => this.threadId,
+      onRewind: (checkpointId) => this.rewindTo(checkpointId),
+    });
+    this.wire();
+  }
+
+  wire() {
+    const { input, composer, toggleSidebar, backdrop } = this.els;
+    composer.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.submit();
+      }
+    });
+    input.addEventListener("input", () => this.autosize());
+    $("new-thread").addEventListener("click", () => this.newThread());
+    $("sign-out").addEventListener("click", () => this.signOut());
+    toggleSidebar.addEventListener("click", () => this.showSidebar(!document.body.classList.contains("sidebar-open")));
+    backdrop.addEventListener("click", () => this.showSidebar(false));
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) this.showSidebar(false);
+    });
+  }
+
+  autosize() {
+    const { input } = this.els;
+    input.style.height = "auto";
+    input.style.height = `${Math.min(input.scrollHeight, 200)}px`;
+  }
+
+  showSidebar(open) {
+    document.body.classList.toggle("sidebar-open", open);
+    this.els.toggleSidebar.setAttribute("aria-expanded", String(open));
+    this.els.backdrop.hidden = !open;
+    if (open) this.els.sidebar.querySelector("button")?.focus();
+  }
+
+  // --- start and sign-in ----------------------------------------------------------------
+
+  async start() {
+    this.api.ready().then(
+      (ready) => {
+        this.els.banner.hidden = ready?.model !== "demo";
+      },
+      () => {},
+    );
+    const handed = embeddedToken();
+    if (handed) storeToken(handed, "");
+    const token = storedToken();
+    if (token) await this.enter(token);
+    else await this.signIn();
+  }
+
+  async signIn(message = "") {
+    this.els.app.hidden = true;
+    this.els.signin.hidden = false;
+    const { token, name } = await showSignIn(this.els.signin, this.api, message);
+    storeToken(token, name);
+    await this.enter(token);
+  }
+
+  async enter(token) {
+    this.api.token = token;
+    const claims = claimsOf(token);
+    const name = storedName() || claims.sub || "";
+    this.els.identity.textContent = claims.role === "guest" ? "Signed in as a guest" : `Signed in as ${name}`;
+    this.els.signin.hidden = true;
+    this.els.app.hidden = false;
+    try {
+      await this.threads.load(this.api);
+    } catch (error) {
+      if (error.status === 401) return; // onUnauthorized has taken over
+      this.view.notice(error.message, { retry: () => this.enter(token) });
+      return;
+    }
+    const stored = sessionStorage.getItem(THREAD_KEY);
+    if (stored) await this.selectThread(stored);
+    else this.showNewThread();
+  }
+
+  signOut(message = "") {
+    this.stopStream();
+    forgetToken();
+    sessionStorage.removeItem(THREAD_KEY);
+    this.api.token = null;
+    this.threadId = null;
+    this.view.reset();
+    this.debug.close();
+    this.signIn(message);
+  }
+
+  // --- threads --------------------------------------------------------------------------
+
+  setThread(id) {
+    this.threadId = id;
+    if (id) sessionStorage.setItem(THREAD_KEY, id);
+    else sessionStorage.removeItem(THREAD_KEY);
+    this.threads.setActive(id);
+    this.els.title.textContent = id ? this.threads.title(id) : UNTITLED;
+  }
+
+  showNewThread() {
+    this.stopStream();
+    this.setThread(null);
+    this.view.showEmpty();
+    this.debug.refresh();
+  }
+
+  newThread() {
+    this.showNewThread();
+    this.showSidebar(false);
+    this.els.input.focus();
+  }
+
+  async selectThread(id) {
+    this.stopStream();
+    this.setThread(id);
+    this.showSidebar(false);
+    await this.reload();
+    this.debug.refresh();
+  }
+
+  /** Show the current thread as the server has it. */
+  async reload() {
+    const id = this.threadId;
+    if (!id) {
+      this.view.showEmpty();
+      return null;
+    }
+    try {
+      const state = await this.api.state(id);
+      if (id !== this.threadId) return null;
+      this.view.renderState(state);
+      return state;
+    } catch (error) {
+      if (id !== this.threadId || error.status === 401) return null;
+      if (error.status === 404) {
+        this.showNewThread();
+        this.view.notice("That conversation no longer exists.", { kind: "info" });
+        return null;
+      }
+      this.view.notice(error.message, { retry: () => this.reload() });
+      return null;
+    }
+  }
+
+  async refreshThreads() {
+    try {
+      await this.threads.load(this.api);
+      this.threads.setActive(this.threadId);
+      if (this.threadId) this.els.title.textContent = this.threads.title(this.threadId);
+    } catch {
+      /* the list is a convenience; the conversation still works */
+    }
+  }
+
+  // --- sending and streaming ------------------------------------------------------------
+
+  submit() {
+    const text = this.els.input.value;
+    if (!text.trim()) return;
+    if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return;
+    }
+    this.els.input.value = "";
+    this.autosize();
+    this.send(text);
+  }
+
+  async send(text) {
+    this.view.clearNotices();
+    if (!this.threadId) {
+      try {
+        const created = await this.api.createThread();
+        this.setThread(created.id);
+      } catch (error) {
+        this.restoreDraft(text);
+        this.view.notice(error.message);
+        return;
+      }
+    }
+    const threadId = this.threadId;
+    const clientMessageId = newId();
+    const bubble = this.view.addUser(text);
+    await this.runStream((signal) => this.api.sendMessage(threadId, text, clientMessageId, { signal }), {
+      draft: text,
+      bubble,
+    });
+  }
+
+  decide(decision) {
+    const threadId = this.threadId;
+    this.runStream((signal) => this.api.resume(threadId, decision, { signal }), {});
+  }
+
+  restoreDraft(text) {
+    if (!this.els.input.value.trim()) {
+      this.els.input.value = text;
+      this.autosize();
+    }
+  }
+
+  stopStream() {
+    if (this.running) {
+      this.running.controller.abort();
+      this.running = null;
+      this.view.setBusy(false);
+      this.els.send.disabled = false;
+    }
+  }
+
+  /** Run one streamed reply into the view; then show the thread as the server has it. */
+  async runStream(open, { draft = null, bubble = null }) {
+    const controller = new AbortController();
+    const run = { controller };
+    this.running = run;
+    this.view.setBusy(true);
+    this.els.send.disabled = true;
+    let done = null;
+    let failure = null;
+    try {
+      for await (const { type, data } of open(controller.signal)) {
+        if (this.running !== run) return;
+        if (type === "token") this.view.token(data?.text || "");
+        else if (type === "tool_call") this.view.toolCall(data);
+        else if (type === "tool_result") this.view.toolResult(data);
+        else if (type === "interrupt") this.view.interrupt(data);
+        else if (type === "error") failure = data?.message || FAILED;
+        else if (type === "done") done = data;
+      }
+    } catch (error) {
+      if (error?.name === "AbortError" || this.running !== run) return;
+      this.finishRun(run);
+      this.showRequestError(error, draft, bubble);
+      return;
+    }
+    if (this.running !== run) return;
+    this.finishRun(run);
+    if (!done) {
+      this.view.notice(DROPPED, { retry: () => this.retry(draft) });
+      return;
+    }
+    await this.reload();
+    if (failure || done.status === "failed") this.view.notice(failure || FAILED);
+    this.refreshThreads();
+    this.debug.refresh();
+    if (done.status !== "interrupted") this.els.input.focus({ preventScroll: true });
+  }
+
+  finishRun(run) {
+    if (this.running === run) this.running = null;
+    this.view.setBusy(false);
+    this.els.send.disabled = false;
+  }
+
+  showRequestError(error, draft, bubble) {
+    if (!(error instanceof ApiError)) {
+      this.view.notice(DROPPED, { retry: () => this.retry(draft) });
+      return;
+    }
+    if (error.status === 401) return;
+    if (error.code === "thread_busy") {
+      // The message was not accepted: take it back out of the list, into the composer.
+      bubble?.remove();
+      if (draft) this.restoreDraft(draft);
+      this.view.notice(BUSY, { kind: "info", retry: () => this.reload() });
+    } else if (error.status === 0) {
+      this.view.notice(error.message, { retry: () => this.retry(draft) });
+    } else if (error.code === "nothing_pending") {
+      this.reload().then(() => this.view.notice("There is no change waiting for confirmation any more.", { kind: "info" }));
+    } else {
+      this.view.notice(error.message, { retry: () => this.reload() });
+    }
+  }
+
+  /** After a dropped connection: show what the server has; offer the unsent text again. */
+  async retry(draft) {
+    const state = await this.reload();
+    if (!state || !draft) return;
+    const users = state.messages.filter((m) => m.role === "user");
+    if (users.at(-1)?.content !== draft) this.restoreDraft(draft);
+  }
+
+  // --- rewinding ------------------------------------------------------------------------
+
+  async editAndRegenerate(messageId, text) {
+    if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return;
+    }
+    try {
+      const state = await this.api.rewind(this.threadId, { message_id: messageId });
+      this.view.renderState(state);
+    } catch (error) {
+      this.view.notice(error.code === "thread_busy" ? BUSY : error.message, { kind: "error" });
+      return;
+    }
+    await this.send(text);
+  }
+
+  async rewindTo(checkpointId) {
+    if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return;
+    }
+    try {
+      const state = await this.api.rewind(this.threadId, { checkpoint_id: checkpointId });
+      this.view.renderState(state);
+    } catch (error) {
+      this.view.notice(error.code === "thread_busy" ? BUSY : error.message);
+      return;
+    }
+    this.refreshThreads();
+    this.debug.refresh();
+  }
+}
+
+new ChatApp().start();

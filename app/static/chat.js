@@ -1,0 +1,343 @@
+// The conversation view: messages from a thread's state, and a run's events as they stream.
+
+import { clear, h, prettyText } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { resultSummary, toolLabel } from "./tools.js";
+
+const RENDER_EVERY_MS = 40;
+let cardCount = 0;
+
+export class ChatView {
+  /**
+   * log: the scrolling message list (an ARIA live region); typing: the "…" indicator.
+   * handlers: onEdit(messageId, text), onDecision(decision), onRetry(context).
+   */
+  constructor(log, typing, handlers) {
+    this.log = log;
+    this.typing = typing;
+    this.handlers = handlers;
+    this.tools = new Map(); // tool call id -> its activity element
+    this.bubble = null; // the assistant message receiving tokens
+    this.busy = false;
+  }
+
+  // --- whole conversations --------------------------------------------------------------
+
+  reset() {
+    clear(this.log);
+    this.tools.clear();
+    this.bubble = null;
+  }
+
+  showEmpty() {
+    this.reset();
+    this.log.append(
+      h(
+        "div",
+        { class: "empty", dataset: { testid: "empty-state" } },
+        h("p", { class: "empty-title" }, "How can we help?"),
+        h("p", {}, "Ask about an order, a product, a return or shipping."),
+      ),
+    );
+  }
+
+  renderState(state) {
+    this.reset();
+    const messages = state?.messages || [];
+    if (!messages.length && !state?.pending) {
+      this.showEmpty();
+      return;
+    }
+    for (const m of messages) {
+      if (m.role === "user") {
+        this.addUser(m.content, m.id);
+      } else if (m.role === "assistant") {
+        if (m.content) this.addAssistant(m.content);
+        for (const call of m.tool_calls || []) this.toolCall(call);
+      } else if (m.role === "tool") {
+        this.toolResult({
+          id: m.tool_call_id,
+          name: m.name,
+          status: m.status === "error" ? "error" : "ok",
+          content: m.content,
+        });
+      }
+    }
+    if (state.pending?.length) this.interrupt({ pending: state.pending });
+    this.scrollToEnd(true);
+  }
+
+  // --- single items ---------------------------------------------------------------------
+
+  removeEmpty() {
+    this.log.querySelector(".empty")?.remove();
+  }
+
+  addUser(text, id = null) {
+    this.removeEmpty();
+    this.endBubble();
+    const body = h("div", { class: "bubble", dataset: { testid: "message-text" } }, text);
+    const article = h(
+      "article",
+      { class: "msg msg-user", dataset: { testid: "message-user" }, "aria-label": "You" },
+      body,
+    );
+    if (id) {
+      article.dataset.messageId = id;
+      article.append(
+        h(
+          "button",
+          {
+            type: "button",
+            class: "link edit",
+            dataset: { testid: "edit-message" },
+            "aria-label": "Edit this message and regenerate the answer",
+            disabled: this.busy,
+            onclick: () => this.startEdit(article, text),
+          },
+          "Edit",
+        ),
+      );
+    }
+    this.log.append(article);
+    this.scrollToEnd(true);
+    return article;
+  }
+
+  addAssistant(text) {
+    this.removeEmpty();
+    const body = h("div", { class: "bubble md", dataset: { testid: "message-text" } });
+    body.append(renderMarkdown(text));
+    const article = h(
+      "article",
+      { class: "msg msg-assistant", dataset: { testid: "message-assistant" }, "aria-label": "Assistant" },
+      body,
+    );
+    this.log.append(article);
+    return article;
+  }
+
+  startEdit(article, text) {
+    if (this.busy || article.classList.contains("editing")) return;
+    const bubble = article.querySelector(".bubble");
+    const editButton = article.querySelector(".edit");
+    const input = h("textarea", {
+      class: "edit-input",
+      dataset: { testid: "edit-input" },
+      "aria-label": "Edit your message",
+      rows: 3,
+    });
+    input.value = text;
+    const finish = () => {
+      form.remove();
+      bubble.hidden = false;
+      editButton.hidden = false;
+      article.classList.remove("editing");
+      editButton.focus();
+    };
+    const save = () => {
+      const value = input.value.trim();
+      if (!value) return;
+      if (value === text.trim()) {
+        finish();
+        return;
+      }
+      this.handlers.onEdit(article.dataset.messageId, value);
+    };
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        save();
+      } else if (event.key === "Escape") {
+        finish();
+      }
+    });
+    const form = h(
+      "form",
+      {
+        class: "edit-form",
+        onsubmit: (event) => {
+          event.preventDefault();
+          save();
+        },
+      },
+      input,
+      h(
+        "div",
+        { class: "row" },
+        h("button", { type: "submit", class: "primary", dataset: { testid: "edit-save" } }, "Save & regenerate"),
+        h("button", { type: "button", dataset: { testid: "edit-cancel" }, onclick: finish }, "Cancel"),
+      ),
+    );
+    article.classList.add("editing");
+    bubble.hidden = true;
+    editButton.hidden = true;
+    article.append(form);
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
+
+  // --- a run's events -------------------------------------------------------------------
+
+  token(text) {
+    if (!text) return;
+    if (!this.bubble) {
+      const article = this.addAssistant("");
+      article.dataset.streaming = "true";
+      this.bubble = { article, body: article.querySelector(".bubble"), text: "", timer: null };
+    }
+    this.bubble.text += text;
+    if (!this.bubble.timer) {
+      const bubble = this.bubble;
+      bubble.timer = setTimeout(() => this.paint(bubble), RENDER_EVERY_MS);
+    }
+  }
+
+  paint(bubble) {
+    clearTimeout(bubble.timer);
+    bubble.timer = null;
+    clear(bubble.body).append(renderMarkdown(bubble.text));
+    this.scrollToEnd();
+  }
+
+  /** The streamed text so far is final (a tool call, the end of the run ...). */
+  endBubble() {
+    if (!this.bubble) return;
+    this.paint(this.bubble);
+    delete this.bubble.article.dataset.streaming;
+    this.bubble = null;
+  }
+
+  toolCall({ id, name, args }) {
+    this.endBubble();
+    this.removeEmpty();
+    const existing = id && this.tools.get(id);
+    if (existing) return existing;
+    const line = h(
+      "div",
+      {
+        class: "tool",
+        role: "status",
+        dataset: { testid: "tool-activity", toolName: name || "", status: "running" },
+      },
+      h(
+        "div",
+        { class: "tool-line" },
+        h("span", { class: "tool-icon", "aria-hidden": "true" }),
+        h("span", { class: "tool-label", dataset: { testid: "tool-label" } }, toolLabel(name, args)),
+      ),
+    );
+    if (id) this.tools.set(id, line);
+    this.log.append(line);
+    this.scrollToEnd();
+    return line;
+  }
+
+  toolResult({ id, name, status, content }) {
+    this.endBubble();
+    const line = (id && this.tools.get(id)) || this.toolCall({ id, name, args: {} });
+    const summary = resultSummary(status, content);
+    line.dataset.status = summary.kind;
+    line.querySelector(".tool-result")?.remove();
+    line.append(
+      h(
+        "details",
+        { class: "tool-result", dataset: { testid: "tool-result" } },
+        h("summary", { dataset: { testid: "tool-summary" } }, summary.text),
+        h("pre", { dataset: { testid: "tool-content" } }, prettyText(content)),
+      ),
+    );
+    this.scrollToEnd();
+  }
+
+  interrupt({ pending }) {
+    this.endBubble();
+    this.log.querySelectorAll(".confirm:not([data-decided])").forEach((card) => card.remove());
+    for (const p of pending || []) {
+      const line = this.tools.get(p.id);
+      if (line) line.dataset.status = "waiting";
+    }
+    const buttons = [
+      h("button", { type: "button", class: "primary", dataset: { testid: "approve" } }, "Approve"),
+      h("button", { type: "button", class: "danger", dataset: { testid: "decline" } }, "Decline"),
+    ];
+    const outcome = h("p", { class: "confirm-outcome", dataset: { testid: "confirm-outcome" }, hidden: true });
+    const titleId = `confirm-title-${++cardCount}`;
+    const card = h(
+      "section",
+      { class: "confirm", dataset: { testid: "confirm-card" }, "aria-labelledby": titleId },
+      h("h2", { id: titleId, class: "confirm-title" }, "Please confirm this change"),
+      h(
+        "ul",
+        { class: "confirm-list" },
+        (pending || []).map((p) =>
+          h("li", { dataset: { testid: "pending-summary" } }, p.summary || toolLabel(p.name, p.args)),
+        ),
+      ),
+      h("div", { class: "row" }, buttons),
+      outcome,
+    );
+    const decide = (decision) => {
+      if (this.busy) return;
+      card.dataset.decided = decision;
+      for (const b of buttons) b.disabled = true;
+      outcome.hidden = false;
+      outcome.textContent = decision === "approve" ? "Approved. Continuing …" : "Declined. Nothing will change.";
+      this.handlers.onDecision(decision, card);
+    };
+    buttons[0].addEventListener("click", () => decide("approve"));
+    buttons[1].addEventListener("click", () => decide("reject"));
+    this.log.append(card);
+    this.scrollToEnd(true);
+    buttons[0].focus({ preventScroll: true });
+  }
+
+  /** A message about the conversation; `retry` adds a Retry button. */
+  notice(text, { kind = "error", retry = null } = {}) {
+    this.endBubble();
+    const el = h(
+      "div",
+      { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status", dataset: { testid: "notice", kind } },
+      h("span", { class: "notice-text" }, text),
+    );
+    if (retry) {
+      el.append(
+        h(
+          "button",
+          {
+            type: "button",
+            dataset: { testid: "retry" },
+            onclick: () => {
+              el.remove();
+              retry();
+            },
+          },
+          "Retry",
+        ),
+      );
+    }
+    this.log.append(el);
+    this.scrollToEnd(true);
+    return el;
+  }
+
+  clearNotices() {
+    this.log.querySelectorAll(".notice").forEach((n) => n.remove());
+  }
+
+  setBusy(busy) {
+    this.busy = busy;
+    this.typing.hidden = !busy;
+    this.log.setAttribute("aria-busy", busy ? "true" : "false");
+    this.log.querySelectorAll(".edit").forEach((b) => {
+      b.disabled = busy;
+    });
+    if (!busy) this.endBubble();
+  }
+
+  scrollToEnd(force = false) {
+    const log = this.log;
+    const nearEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 120;
+    if (force || nearEnd) log.scrollTop = log.scrollHeight;
+  }
+}

@@ -1,0 +1,75 @@
+// The sidebar: the signed-in person's threads, newest activity first.
+
+import { clear, h, relativeTime } from "./dom.js";
+
+export const UNTITLED = "New conversation";
+
+export class ThreadList {
+  constructor(list, moreButton, { onSelect }) {
+    this.list = list;
+    this.more = moreButton;
+    this.onSelect = onSelect;
+    this.items = [];
+    this.cursor = null;
+    this.activeId = null;
+    this.more.addEventListener("click", () => this.loadMore());
+  }
+
+  async load(api) {
+    this.api = api;
+    const page = await api.listThreads();
+    this.items = page.items;
+    this.cursor = page.next_cursor;
+    this.render();
+  }
+
+  async loadMore() {
+    if (!this.cursor) return;
+    const page = await this.api.listThreads(this.cursor);
+    const known = new Set(this.items.map((t) => t.id));
+    this.items.push(...page.items.filter((t) => !known.has(t.id)));
+    this.cursor = page.next_cursor;
+    this.render();
+  }
+
+  title(id) {
+    return this.items.find((t) => t.id === id)?.title || UNTITLED;
+  }
+
+  setActive(id) {
+    this.activeId = id;
+    for (const button of this.list.querySelectorAll("button[data-thread-id]")) {
+      if (button.dataset.threadId === id) button.setAttribute("aria-current", "true");
+      else button.removeAttribute("aria-current");
+    }
+  }
+
+  render() {
+    clear(this.list);
+    if (!this.items.length) {
+      this.list.append(h("li", { class: "muted", dataset: { testid: "no-threads" } }, "No conversations yet."));
+    }
+    for (const t of this.items) {
+      const when = relativeTime(t.updated_at);
+      const button = h(
+        "button",
+        {
+          type: "button",
+          class: "thread",
+          dataset: { testid: "thread-item", threadId: t.id },
+          onclick: () => this.onSelect(t.id),
+        },
+        h("span", { class: "thread-title", dataset: { testid: "thread-title" } }, t.title || UNTITLED),
+        h(
+          "span",
+          { class: "thread-meta" },
+          h("time", { datetime: t.updated_at, title: new Date(t.updated_at).toLocaleString() }, when),
+          t.message_count ? ` · ${t.message_count} messages` : "",
+        ),
+      );
+      if (t.id === this.activeId) button.setAttribute("aria-current", "true");
+      this.list.append(h("li", {}, button));
+    }
+    this.more.hidden = !this.cursor;
+  }
+}

@@ -1,0 +1,56 @@
+// Friendly one-line descriptions of tool activity, and compact summaries of results.
+
+const orderRef = (args) => {
+  const id = String(args?.order_id ?? "").trim();
+  if (!id) return "your order";
+  return `order ${id.startsWith("#") ? id : `#${id}`}`;
+};
+
+const LABELS = {
+  find_user_id_by_email: () => "Looking up your account …",
+  find_user_id_by_name_zip: () => "Looking up your account …",
+  get_user_details: () => "Fetching your account details …",
+  get_order_details: (a) => `Looking up ${orderRef(a)} …`,
+  get_product_details: (a) =>
+    a?.product_id ? `Looking up product ${a.product_id} …` : "Looking up a product …",
+  list_all_product_types: () => "Browsing the catalogue …",
+  calculate: () => "Calculating …",
+  calc_shipping: () => "Estimating shipping …",
+  think: () => "Thinking …",
+  cancel_pending_order: (a) => `Cancelling ${orderRef(a)} …`,
+  modify_pending_order_address: (a) => `Changing the address of ${orderRef(a)} …`,
+  modify_pending_order_items: (a) => `Changing items in ${orderRef(a)} …`,
+  modify_pending_order_payment: (a) => `Changing the payment of ${orderRef(a)} …`,
+  modify_user_address: () => "Updating your address …",
+  return_delivered_order_items: (a) => `Requesting a return for ${orderRef(a)} …`,
+  exchange_delivered_order_items: (a) => `Requesting an exchange for ${orderRef(a)} …`,
+  transfer_to_human_agents: () => "Handing over to a human agent …",
+};
+
+export function toolLabel(name, args) {
+  const label = LABELS[name];
+  if (label) {
+    try {
+      return label(args || {});
+    } catch {
+      /* odd arguments: fall through to the generic line */
+    }
+  }
+  return `Running ${name || "a tool"} …`;
+}
+
+/** {kind: "ok"|"error"|"declined", text} for the collapsed line of a tool result. */
+export function resultSummary(status, content) {
+  const text = String(content ?? "").trim();
+  if (status === "error") {
+    const reason = text.replace(/^Error:\s*/i, "");
+    return { kind: "error", text: `Failed: ${firstLine(reason, 120)}` };
+  }
+  if (/^Declined\b/.test(text)) return { kind: "declined", text: "Declined: nothing was changed" };
+  return { kind: "ok", text: `Done${text ? ` · ${firstLine(text, 80)}` : ""}` };
+}
+
+function firstLine(text, limit) {
+  const line = text.split("\n", 1)[0];
+  return line.length > limit ? `${line.slice(0, limit - 1)}…` : line;
+}
