@@ -19,11 +19,10 @@ from app.config import Settings
 from app.db.embedded import database_url
 from app.db.pool import open_pool
 from app.runs.inspect import ThreadInspector
-from app.runs.ledger import PgWriteLedger
 from app.runs.locks import ThreadLocks
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
-from app.tools.registry import build_tools
+from app.tools.registry import PostgresWriteLedger, build_tools
 
 log = structlog.get_logger(__name__)
 SHUTDOWN_GRACE_S = 20.0
@@ -70,7 +69,7 @@ async def build_services(
             write_tools=tools.write,
             checkpointer=checkpointer,
             settings=settings,
-            ledger=PgWriteLedger(pool),
+            ledger=PostgresWriteLedger(pool),
             store=store,
         )
         repo = RunRepository(pool)

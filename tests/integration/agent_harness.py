@@ -18,8 +18,7 @@ from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
 from app.db.transfer import import_dir
 from app.fakellm import ScriptedModelServer
-from app.runs.ledger import PgWriteLedger
-from app.tools.registry import build_tools
+from app.tools.registry import PostgresWriteLedger, build_tools
 from tests.fakes.fixtures import chat_model
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tau_small"
@@ -79,7 +78,7 @@ def make_graph(
         write_tools=tools.write,
         checkpointer=AsyncPostgresSaver(pool),
         settings=settings,
-        ledger=PgWriteLedger(pool),
+        ledger=PostgresWriteLedger(pool),
     )
 
 
