@@ -1,0 +1,246 @@
+"""Answers built from what the tools returned: JSON on success, "Error: ..." on failure,
+"Declined: ..." when the customer refused a change. Never more than the tool said."""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+from app.demo.conversation import Result
+from app.demo.texts import Lang, say
+
+MAX_SUMMARY = 300
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
+
+STATUS_NOTES: dict[str, dict[Lang, str]] = {
+    "pending": {
+        "en": "It hasn't shipped yet, so it can still be changed or cancelled.",
+        "zh": "尚未发货，仍可修改或取消。",
+    },
+    "processed": {"en": "It is being prepared for shipping.", "zh": "正在备货，即将发货。"},
+    "delivered": {
+        "en": "If something is wrong with it, I can start a return.",
+        "zh": "如有问题，我可以为您办理退货。",
+    },
+    "cancelled": {"en": "It was cancelled.", "zh": "该订单已取消。"},
+}
+LABELS: dict[str, dict[Lang, str]] = {
+    "order": {"en": "Order {order_id} is {status}.", "zh": "订单 {order_id} 的状态：{status}。"},
+    "items": {"en": "Items:", "zh": "商品："},
+    "tracking": {"en": "Tracking: {ids}.", "zh": "物流单号：{ids}。"},
+    "total": {"en": "Total: {total}.", "zh": "合计：{total}。"},
+}
+
+
+def parse_json(content: str) -> Any:
+    """The tool's JSON with exact money (Decimal), or None when it is not JSON."""
+    try:
+        return json.loads(content, parse_float=Decimal)
+    except ValueError:
+        return None
+
+
+def money(value: Any) -> str:
+    try:
+        return f"{Decimal(str(value)):.2f}"
+    except ArithmeticError:
+        return str(value)
+
+
+def number(value: Decimal) -> int | float:
+    """A JSON-friendly number for a tool argument: 2, not 2.0 or "2"."""
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def problem(result: Result) -> str:
+    """The first sentence of an error, without the prefix: short, and for the customer."""
+    text = result.content.removeprefix("Error:").strip()
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    return first[:MAX_SUMMARY] or "the request could not be completed."
+
+
+def _line(key: str, lang: Lang, **values: object) -> str:
+    return LABELS[key][lang].format(**values)
+
+
+def order_items(order: dict[str, Any]) -> list[dict[str, Any]]:
+    items = order.get("items")
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def item_label(item: dict[str, Any]) -> str:
+    options = item.get("options")
+    details = ", ".join(str(v) for v in options.values()) if isinstance(options, dict) else ""
+    name = str(item.get("name", "item"))
+    return f"{name} ({details})" if details else name
+
+
+def items_total(items: list[dict[str, Any]]) -> Decimal:
+    total = Decimal("0")
+    for item in items:
+        try:
+            total += Decimal(str(item.get("price", 0)))
+        except ArithmeticError:
+            continue
+    return total
+
+
+def order_status(result: Result, lang: Lang) -> str:
+    if not result.ok:
+        return say("lookup_failed", lang, problem=problem(result))
+    order = parse_json(result.content)
+    if not isinstance(order, dict) or "status" not in order:
+        return found(result, lang)
+    status = str(order["status"])
+    order_id = order.get("order_id") or result.args.get("order_id") or ""
+    lines = [_line("order", lang, order_id=order_id, status=status)]
+    note = STATUS_NOTES.get(status)
+    if note:
+        lines[0] += (" " if lang == "en" else "") + note[lang]
+    items = order_items(order)
+    if items:
+        lines.append(_line("items", lang))
+        lines.extend(f"- {item_label(i)}: {money(i.get('price', 0))}" for i in items)
+    tracking = [
+        str(t)
+        for f in order.get("fulfillments") or []
+        if isinstance(f, dict)
+        for t in f.get("tracking_id") or []
+    ]
+    if tracking:
+        lines.append(_line("tracking", lang, ids=", ".join(tracking)))
+    if items:
+        lines.append(_line("total", lang, total=money(items_total(items))))
+    return "\n".join(lines)
+
+
+def orders_list(result: Result, lang: Lang) -> str:
+    if not result.ok:
+        return say("lookup_failed", lang, problem=problem(result))
+    user = parse_json(result.content)
+    if not isinstance(user, dict) or not isinstance(user.get("orders"), list):
+        return found(result, lang)
+    ids = [str(o) for o in user["orders"]]
+    if not ids:
+        return say("no_orders", lang)
+    return say("orders", lang, count=len(ids), ids=", ".join(ids), first=ids[0])
+
+
+def shipping(result: Result, lang: Lang) -> str:
+    if not result.ok:
+        return say("lookup_failed", lang, problem=problem(result))
+    data = parse_json(result.content)
+    cost = _amount(data)
+    if cost is None:
+        return found(result, lang)
+    currency = data.get("currency") if isinstance(data, dict) else None
+    return say(
+        "shipping",
+        lang,
+        weight=result.args.get("weight_kg", "?"),
+        distance=result.args.get("distance_km", "?"),
+        cost=f"{money(cost)} {currency}" if isinstance(currency, str) else money(cost),
+    )
+
+
+def _amount(value: Any) -> Any:
+    """The cost in a calc_shipping result: a bare number, or the first money-like field."""
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        match = re.search(r"\d+(?:\.\d+)?", value)
+        return Decimal(match.group(0)) if match else None
+    if isinstance(value, dict):
+        for key in ("cost", "shipping_cost", "total", "price", "amount", "fee"):
+            if key in value:
+                return _amount(value[key])
+    return None
+
+
+def refund_note(order: dict[str, Any], lang: Lang) -> str:
+    """The refunds the change added to the order's payment history."""
+    refunds = [
+        t
+        for t in order.get("payment_history") or []
+        if isinstance(t, dict) and t.get("transaction_type") == "refund"
+    ]
+    if not refunds:
+        return ""
+    last = refunds[-1]
+    method = str(last.get("payment_method_id", ""))
+    timing = "refund_gift_card" if method.startswith("gift_card") else "refund_other"
+    return say(
+        "refund",
+        lang,
+        amount=money(last.get("amount", 0)),
+        method=method,
+        timing=say(timing, lang),
+    )
+
+
+def write_outcome(result: Result, lang: Lang) -> str:
+    """After a change: what happened, from the tool's own answer."""
+    if result.is_declined:
+        return say("declined", lang)
+    if result.is_error:
+        return say("failed", lang, problem=problem(result))
+    if result.name == "transfer_to_human_agents":
+        return say("transferred", lang)
+    order = parse_json(result.content)
+    if not isinstance(order, dict):
+        return found(result, lang)
+    order_id = order.get("order_id") or result.args.get("order_id") or ""
+    if result.name == "cancel_pending_order":
+        return say("cancelled", lang, order_id=order_id, refund=refund_note(order, lang))
+    if result.name == "modify_pending_order_address":
+        address = order.get("address")
+        return say("address_changed", lang, order_id=order_id, address=one_line(address))
+    if result.name == "return_delivered_order_items":
+        chosen = set(result.args.get("item_ids") or order.get("return_items") or [])
+        items = [i for i in order_items(order) if i.get("item_id") in chosen]
+        method = result.args.get("payment_method_id") or order.get("return_payment_method_id")
+        return say(
+            "returned",
+            lang,
+            items=", ".join(str(i.get("name")) for i in items) or "the items",
+            order_id=order_id,
+            amount=money(items_total(items)),
+            method=method,
+        )
+    return found(result, lang)
+
+
+def one_line(address: Any) -> str:
+    if not isinstance(address, dict):
+        return str(address)
+    keys = ("address1", "address2", "city", "state", "zip", "country")
+    return ", ".join(str(address[k]) for k in keys if address.get(k))
+
+
+def found(result: Result, lang: Lang) -> str:
+    """Any other result: a short plain rendering of it."""
+    if result.is_declined:
+        return say("declined", lang)
+    if result.is_error:
+        return say("lookup_failed", lang, problem=problem(result))
+    return say("found", lang, summary=describe(parse_json(result.content), result.content))
+
+
+def describe(value: Any, raw: str) -> str:
+    if value is None:
+        text = raw
+    elif isinstance(value, dict):
+        text = "; ".join(f"{k.replace('_', ' ')}: {_flat(v)}" for k, v in value.items())
+    else:
+        text = _flat(value)
+    return text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 1] + "…"
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_flat(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_flat(v) for v in value)
+    return str(value)

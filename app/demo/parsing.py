@@ -1,0 +1,192 @@
+"""Reading one customer message: what they want (intent) and the facts they gave (slots).
+
+English, plus the Chinese phrasings that cost one alternative in a regular expression.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+
+Intent = Literal[
+    "human", "cancel", "address", "return", "status", "shipping", "orders", "greeting", "help"
+]
+Reason = Literal["ordered by mistake", "no longer needed"]
+
+# Intents that read or change a customer's data: a guest must be verified first.
+NEEDS_IDENTITY: frozenset[Intent] = frozenset({"cancel", "address", "return", "status", "orders"})
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_ORDER_ID = re.compile(r"(?<![A-Za-z0-9])#?\s?([Ww]\d{7})(?!\d)")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_ITEM_ID = re.compile(r"(?<!\d)(\d{10})(?!\d)")
+_NUMBER = r"(\d+(?:[.,]\d+)?)"
+_WEIGHT = re.compile(_NUMBER + r"\s*(?:kilograms?|kilos?|kgs?|公斤|千克)(?![A-Za-z])", re.I)
+_DISTANCE = re.compile(_NUMBER + r"\s*(?:kilomet(?:er|re)s?|kms?|公里|千米)(?![A-Za-z])", re.I)
+
+_MISTAKE = re.compile(
+    r"mistake|by accident|accidental|wrong order|买错|下错|误购|不小心|点错", re.I
+)
+_NOT_NEEDED = re.compile(
+    r"no longer need|not needed|don'?t need|do not need|no longer want|don'?t want|"
+    r"changed my mind|不需要|不想要|不要了|用不着|不用了",
+    re.I,
+)
+_EVERYTHING = re.compile(
+    r"\b(?:everything|all(?: of)?(?: the)? items|all of (?:it|them))\b|全部|所有", re.I
+)
+
+_YES = re.compile(
+    r"^(?:yes|yeah|yep|yup|sure|ok|okay|confirm(?:ed)?|go ahead|please do|do it|correct|"
+    r"approved?|确认|确定|是的|是|好的|好|可以|对|没问题)(?![A-Za-z])",
+    re.I,
+)
+_NO = re.compile(
+    r"^(?:no|nope|nah|not now|don'?t|do not|never ?mind|stop|不要|不用|不|算了|否|别)(?![A-Za-z])",
+    re.I,
+)
+_NEGATION = re.compile(r"\b(?:not|don'?t|no)\b|不", re.I)
+
+_INTENTS: tuple[tuple[Intent, re.Pattern[str]], ...] = (
+    (
+        "human",
+        re.compile(
+            r"\b(?:human|real person|representative|live agent|operator)\b|"
+            r"\btalk to (?:a |an |some)?(?:person|agent|one|body)|人工|真人|转接",
+            re.I,
+        ),
+    ),
+    ("cancel", re.compile(r"\bcancel(?!l?ed)|取消", re.I)),
+    (
+        "address",
+        re.compile(
+            r"\b(?:change|update|modify|correct|fix|new|wrong)\b.{0,40}\baddress|"
+            r"\baddress\b.{0,40}\b(?:to|change|update|wrong)\b|"
+            r"(?:改|更改|修改|换|变更).{0,10}地址|地址.{0,10}(?:改|换|更新|修改|变更)",
+            re.I,
+        ),
+    ),
+    ("return", re.compile(r"\breturn|\bsend (?:it|them) back|退货|退回|退掉|退了", re.I)),
+    (
+        "shipping",
+        re.compile(
+            r"\bshipping\b|\bpostage\b|\bdelivery (?:cost|fee|price)|\bcost to (?:ship|send)|"
+            r"运费|邮费|快递费",
+            re.I,
+        ),
+    ),
+    (
+        "orders",
+        re.compile(
+            r"\bmy orders\b|\b(?:list|show|see)\b.{0,20}\borders\b|\border history\b|"
+            r"我的订单|订单列表|所有订单|历史订单|哪些订单",
+            re.I,
+        ),
+    ),
+    (
+        "status",
+        re.compile(
+            r"\bwhere(?:'s| is)?\b.{0,20}\b(?:order|package|parcel)|\btrack|\border status|"
+            r"\bstatus\b|\bshipped\b|\barrive|在哪|到哪|物流|状态|发货|到了吗",
+            re.I,
+        ),
+    ),
+    (
+        "greeting",
+        re.compile(
+            r"^\W*(?:hi|hello|hey|good (?:morning|afternoon|evening))\b|^\W*(?:你好|您好|嗨|哈喽)",
+            re.I,
+        ),
+    ),
+    (
+        "help",
+        re.compile(
+            r"what can you do|what do you do|\bhelp\b|who are you|"
+            r"你能做什么|你可以做什么|能帮|帮助|功能|你是谁",
+            re.I,
+        ),
+    ),
+)
+
+
+def is_chinese(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def intent_of(text: str) -> Intent | None:
+    """What the message asks for. A bare order id, email or number is data, not an intent
+    (it answers a question the assistant asked), so it gives None."""
+    has_order = order_id_in(text) is not None
+    for intent, pattern in _INTENTS:
+        if not pattern.search(text):
+            continue
+        if intent == "orders" and has_order:
+            return "status"  # "我的订单 #W… 到哪了" asks about one order
+        return intent
+    if weight_in(text) is not None and distance_in(text) is not None and not has_order:
+        return "shipping"
+    return None
+
+
+def order_id_in(text: str) -> str | None:
+    """`#W1234567` as the shop writes it, whatever the customer typed (`w1234567`, `# W…`)."""
+    match = _ORDER_ID.search(text)
+    return f"#{match.group(1).upper()}" if match else None
+
+
+def email_in(text: str) -> str | None:
+    match = _EMAIL.search(text)
+    return match.group(0).strip(".") if match else None
+
+
+def item_ids_in(text: str) -> list[str]:
+    return list(dict.fromkeys(_ITEM_ID.findall(text)))
+
+
+def wants_everything(text: str) -> bool:
+    return bool(_EVERYTHING.search(text))
+
+
+def reason_in(text: str) -> Reason | None:
+    if _MISTAKE.search(text):
+        return "ordered by mistake"
+    if _NOT_NEEDED.search(text):
+        return "no longer needed"
+    return None
+
+
+def _number(pattern: re.Pattern[str], text: str) -> Decimal | None:
+    match = pattern.search(text)
+    if match is None:
+        return None
+    try:
+        return Decimal(match.group(1).replace(",", "."))
+    except InvalidOperation:
+        return None
+
+
+def weight_in(text: str) -> Decimal | None:
+    return _number(_WEIGHT, text)
+
+
+def distance_in(text: str) -> Decimal | None:
+    return _number(_DISTANCE, text)
+
+
+def _short_reply(text: str) -> str:
+    return text.strip().strip("!.。！~ ").strip()
+
+
+def is_yes(text: str) -> bool:
+    reply = _short_reply(text)
+    return len(reply) <= 60 and bool(_YES.match(reply)) and not _NO.match(reply)
+
+
+def is_no(text: str) -> bool:
+    reply = _short_reply(text)
+    return len(reply) <= 60 and bool(_NO.match(reply))
+
+
+def has_negation(text: str) -> bool:
+    return bool(_NEGATION.search(text))
