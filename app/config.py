@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     breaker_max_calls_per_turn: int = Field(default=10, ge=1)
     breaker_cooldown_turns: int = Field(default=2, ge=1)
 
+    tool_cache_enabled: bool = True
+    tool_cache_max_age_turns: int = Field(default=5, ge=1)
+    reflection_every: int = Field(default=5, ge=0)  # 0 disables the reflection note
+
     sse_heartbeat_s: float = 15.0
 
     @model_validator(mode="after")

@@ -13,15 +13,20 @@ from langchain_core.runnables import Runnable
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from app.agent.cache import CACHED_NOTE, CacheEntry
+from app.agent.cache import invalidated as cache_invalidated
+from app.agent.cache import stored as cache_stored
+from app.agent.cache import tags_for as cache_tags
 from app.agent.context import AgentContext
 from app.agent.ports import WriteLedger
-from app.agent.prompts import BUDGET_NOTE, system_prompt
+from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
 from app.agent.repair import close_dangling
 from app.agent.routing import (
     BREAKER_OPEN,
     CALL_CAP,
     INVALID_ARGS_KEY,
     blocked_calls,
+    is_failure,
     last_ai,
     new_tool_results,
     updated_breakers,
@@ -100,6 +105,9 @@ class CoreNodes:
         if forced:
             system = SystemMessage(content=f"{system.content}\n{BUDGET_NOTE}")
         window = model_window(system, state.get("messages") or [], self.settings.context_max_tokens)
+        every = self.settings.reflection_every
+        if every and steps and steps % every == 0:
+            window.append(SystemMessage(content=reflection_note(steps)))
         runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
         response = await runnable.ainvoke(window, get_config())
         response = with_invalid_calls_as_errors(response)
@@ -123,8 +131,11 @@ class CoreNodes:
             ]
         }
 
-    async def after_tools(self, state: AgentState) -> dict[str, Any]:
-        """Account for the results just added: breakers, per-turn counts, the repeat guard."""
+    async def after_tools(
+        self, state: AgentState, runtime: Runtime[AgentContext]
+    ) -> dict[str, Any]:
+        """Account for the results just added: breakers, per-turn counts, the repeat guard,
+        and the tool-result cache."""
         messages = state.get("messages") or []
         results = new_tool_results(messages)
         ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
@@ -137,7 +148,8 @@ class CoreNodes:
             name = msg.name or ""
             if msg.content != BREAKER_OPEN.format(name=name):
                 counts[name] = counts.get(name, 0) + 1
-            key = fingerprint(name, args_by_id.get(msg.tool_call_id), msg.content)
+            raw = str(msg.content).removesuffix(CACHED_NOTE)
+            key = fingerprint(name, args_by_id.get(msg.tool_call_id), raw)
             repeats[key] = repeats.get(key, 0) + 1
             if repeats[key] == 2 and isinstance(msg.content, str):
                 rewritten.append(msg.model_copy(update={"content": msg.content + REPEAT_HINT}))
@@ -146,7 +158,12 @@ class CoreNodes:
         breakers = updated_breakers(
             state.get("breakers") or {}, results, state.get("turn_number", 0), self.settings
         )
+        ctx = runtime.context
+        customer = ctx.user_id if ctx.role == "customer" else state.get("verified_user_id")
+        tool_cache, stats = self._cache_update(state, results, args_by_id, customer)
         update: dict[str, Any] = {
+            "tool_cache": tool_cache,
+            "cache_stats": stats,
             "turn_tool_calls": counts,
             "repeats": repeats,
             "breakers": breakers,
@@ -155,3 +172,25 @@ class CoreNodes:
         if rewritten:
             update["messages"] = rewritten
         return update
+
+    def _cache_update(
+        self,
+        state: AgentState,
+        results: list[ToolMessage],
+        args_by_id: dict[str | None, Any],
+        customer: str | None,
+    ) -> tuple[dict[str, CacheEntry], dict[str, int]]:
+        entries = dict(state.get("tool_cache") or {})
+        stats = dict(state.get("cache_stats") or {"hits": 0, "misses": 0})
+        turn = state.get("turn_number", 0)
+        for msg in results:
+            name, args = msg.name or "", args_by_id.get(msg.tool_call_id) or {}
+            marker = msg.additional_kwargs.get("cache")
+            if marker == "hit":
+                stats["hits"] = stats.get("hits", 0) + 1
+            elif marker == "miss":
+                stats["misses"] = stats.get("misses", 0) + 1
+                entries = cache_stored(entries, name, args, str(msg.content), turn)
+            elif name in self.write_names and not is_failure(msg):
+                entries = cache_invalidated(entries, cache_tags(args, str(msg.content), customer))
+        return entries, stats

@@ -41,3 +41,10 @@ def system_prompt(
     if handed_off:
         text += "\nThis conversation has been handed to a human agent; say so if asked."
     return SystemMessage(content=text)
+
+
+def reflection_note(calls: int) -> str:
+    return (
+        f"You have made {calls} calls this turn. If what you have answers the customer, "
+        "answer now; otherwise say what is still missing."
+    )

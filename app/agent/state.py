@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal, TypedDict
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
+from app.agent.cache import CacheEntry
+
 
 class Breaker(TypedDict):
     failures: int  # consecutive failed results
@@ -28,6 +30,8 @@ class AgentState(TypedDict, total=False):
     breakers: dict[str, Breaker]
     force_answer: Literal["repeat", "budget"] | None
     confirmation: Literal["approve", "reject"] | None
+    tool_cache: dict[str, CacheEntry]
+    cache_stats: dict[str, int]  # hits and misses this turn
 
 
 def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
@@ -39,4 +43,5 @@ def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
         "repeats": {},
         "force_answer": None,
         "confirmation": None,
+        "cache_stats": {"hits": 0, "misses": 0},
     }

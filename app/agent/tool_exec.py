@@ -20,6 +20,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from app.agent import cache
 from app.agent.context import AgentContext
 from app.agent.ports import WriteLedger
 from app.agent.routing import INVALID_ARGS_KEY, blocked_calls, is_failure, last_ai
@@ -85,11 +86,32 @@ def build_read_node(
         state: AgentState = request.state
         ai = last_ai(state)
         refused = blocked_calls(state, ai.tool_calls if ai else [], settings)
-        early = precheck(request.tool_call, refused, all_names)
+        call = request.tool_call
+        early = precheck(call, refused, all_names)
         if early is not None:
             return early
+        if settings.tool_cache_enabled:
+            hit = cache.lookup(
+                state.get("tool_cache") or {},
+                call["name"],
+                call["args"],
+                state.get("turn_number", 0),
+                settings.tool_cache_max_age_turns,
+            )
+            if hit is not None:
+                return ToolMessage(
+                    content=hit + cache.CACHED_NOTE,
+                    tool_call_id=call["id"] or "",
+                    name=call["name"],
+                    additional_kwargs={"cache": "hit"},
+                )
         result = await execute(request)
-        return marked(result) if isinstance(result, ToolMessage) else result
+        if not isinstance(result, ToolMessage):
+            return result
+        result = marked(result)
+        if result.status != "error" and call["name"] not in cache.UNCACHEABLE:
+            result.additional_kwargs["cache"] = "miss"
+        return result
 
     return ToolNode(list(tools), handle_tool_errors=handle_tool_error, awrap_tool_call=guard)
 

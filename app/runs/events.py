@@ -37,6 +37,8 @@ class TurnRecorder:
     added: dict[str, BaseMessage] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
     pending: list[dict[str, Any]] | None = None
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[Event]:
@@ -70,6 +72,7 @@ class TurnRecorder:
                             {"id": call["id"], "name": call["name"], "args": call["args"]},
                         )
                 elif node in TOOL_NODES and isinstance(message, ToolMessage):
+                    self._count_cache(message)
                     yield (
                         "tool_result",
                         {
@@ -86,6 +89,16 @@ class TurnRecorder:
             self.input_tokens += int(usage.get("input_tokens", 0))
             self.output_tokens += int(usage.get("output_tokens", 0))
 
+    def _count_cache(self, message: ToolMessage) -> None:
+        marker = message.additional_kwargs.get("cache")
+        self.cache_hits += marker == "hit"
+        self.cache_misses += marker == "miss"
+
     @property
     def usage(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+        }

@@ -441,3 +441,56 @@ class TestTurnState:
         human = next(m for m in values["messages"] if isinstance(m, HumanMessage))
         assert values["turn_id"] == human.id
         assert values["turn_number"] == 1
+
+
+class TestToolCache:
+    async def test_repeated_lookup_is_served_from_the_cache_until_a_write(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        no_confirm = settings_for(settings, write_confirmation="off")
+        conv = Conversation(make_graph(shop, model_server, no_confirm), no_confirm)
+        lookup = Reply.call("get_order_details", order_id=PENDING_ORDER)
+        model_server.use(Script([lookup, Reply.say("pending")]))
+        first = await conv.say("status?")
+        assert first["cache_stats"] == {"hits": 0, "misses": 1}
+
+        model_server.use(Script([lookup, Reply.say("still pending")]))
+        second = await conv.say("status again?")
+        cached = tool_messages(second)[-1]
+        assert cached.additional_kwargs["cache"] == "hit"
+        assert json.loads(str(cached.content).split("\n(cached")[0])["status"] == "pending"
+        assert second["cache_stats"] == {"hits": 1, "misses": 0}
+
+        cancel = Reply.call(
+            "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
+        )
+        model_server.use(Script([cancel, lookup, Reply.say("cancelled")]))
+        third = await conv.say("cancel it and show me")
+        fresh = tool_messages(third)[-1]
+        assert fresh.additional_kwargs["cache"] == "miss"
+        assert json.loads(str(fresh.content))["status"] == "cancelled"
+
+
+class TestReflection:
+    async def test_reflection_note_arrives_every_fifth_call(
+        self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        calls = [Reply.call("calc_shipping", distance_km=i, weight_kg=1) for i in range(11)]
+        model_server.use(Script([*calls, Reply.say("done")]))
+        conv = Conversation(make_graph(shop, model_server, settings), settings)
+        await conv.say("estimate a lot")
+        with_note = [
+            i + 1
+            for i, r in enumerate(model_server.requests)
+            if any(
+                m.get("role") == "system" and "calls this turn" in str(m.get("content"))
+                for m in r.messages
+            )
+        ]
+        assert with_note == [6, 11]
+        note = next(
+            m["content"]
+            for m in model_server.requests[5].messages
+            if "calls this turn" in str(m.get("content"))
+        )
+        assert note.startswith("You have made 5 calls this turn.")

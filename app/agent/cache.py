@@ -1,0 +1,90 @@
+"""A per-conversation cache of read-only tool results, kept in checkpointed state.
+
+An entry is tagged with what it shows (an order, a customer, a payment method). A write
+drops every entry that shares a tag with it, so a lookup after a cancel sees the new status.
+Entries also age out after `tool_cache_max_age_turns`, because the shop can change behind
+the conversation's back (a human agent, another channel).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict
+
+# Identity lookups write `verified_user_id`; serving them from a cache would skip that.
+UNCACHEABLE = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
+CACHED_NOTE = "\n(cached: same result as an earlier identical call in this conversation)"
+ID_FIELDS = {
+    "order_id": "order",
+    "user_id": "user",
+    "payment_method_id": "pm",
+    "product_id": "product",
+}
+
+
+class CacheEntry(TypedDict):
+    content: str
+    tags: list[str]
+    turn: int
+
+
+def cache_key(name: str, args: Mapping[str, Any]) -> str:
+    return name + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _walk(value: Any) -> Iterable[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k), v
+            yield from _walk(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk(v)
+
+
+def tags_for(
+    args: Mapping[str, Any], content: str = "", customer_id: str | None = None
+) -> set[str]:
+    """What a call (and its JSON result) is about: `order:#W…`, `user:…`, `pm:…`."""
+    tags: set[str] = set()
+    try:
+        parsed: Any = json.loads(content) if content.startswith(("{", "[")) else None
+    except ValueError:
+        parsed = None
+    pairs = [*args.items(), *_walk(parsed)]
+    if isinstance(parsed, dict) and isinstance(parsed.get("payment_methods"), dict):
+        pairs += [("payment_method_id", pm) for pm in parsed["payment_methods"]]
+    for key, value in pairs:
+        prefix = ID_FIELDS.get(key)
+        if prefix and isinstance(value, str | int):
+            tags.add(f"{prefix}:{value}")
+    if customer_id:
+        tags.add(f"user:{customer_id}")
+    return tags
+
+
+def lookup(
+    cache: Mapping[str, CacheEntry], name: str, args: Mapping[str, Any], turn: int, max_age: int
+) -> str | None:
+    if name in UNCACHEABLE:
+        return None
+    entry = cache.get(cache_key(name, args))
+    if entry is None or turn - entry["turn"] >= max_age:
+        return None
+    return entry["content"]
+
+
+def stored(
+    cache: Mapping[str, CacheEntry], name: str, args: Mapping[str, Any], content: str, turn: int
+) -> dict[str, CacheEntry]:
+    out = dict(cache)
+    if name not in UNCACHEABLE:
+        out[cache_key(name, args)] = CacheEntry(
+            content=content, tags=sorted(tags_for(args, content)), turn=turn
+        )
+    return out
+
+
+def invalidated(cache: Mapping[str, CacheEntry], write_tags: set[str]) -> dict[str, CacheEntry]:
+    return {k: e for k, e in cache.items() if not write_tags.intersection(e["tags"])}
