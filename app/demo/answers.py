@@ -8,6 +8,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from app.demo.address import FIELDS, ParsedAddress
 from app.demo.conversation import Result
 from app.demo.texts import Lang, say
 
@@ -215,8 +216,7 @@ def write_outcome(result: Result, lang: Lang) -> str:
 def one_line(address: Any) -> str:
     if not isinstance(address, dict):
         return str(address)
-    keys = ("address1", "address2", "city", "state", "zip", "country")
-    return ", ".join(str(address[k]) for k in keys if address.get(k))
+    return ParsedAddress(**{k: str(address.get(k) or "") for k in FIELDS}).one_line()
 
 
 def found(result: Result, lang: Lang) -> str:

@@ -1,0 +1,603 @@
+"""The demo model's policy on hand-built requests: each intent, English and Chinese, the guest
+flow, tool failures, and garbage."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.agent.context import AgentContext, Role
+from app.agent.prompts import BUDGET_NOTE, system_prompt
+from app.demo.policy import DemoPolicy
+from app.demo.texts import CONFIRM_MARK
+from app.fakellm.types import ChatRequest, Reply
+
+NOAH = "noah_brown_6181"
+PENDING, DELIVERED = "#W2611340", "#W7678072"
+TOOLS = (
+    "find_user_id_by_email",
+    "find_user_id_by_name_zip",
+    "get_user_details",
+    "get_order_details",
+    "calc_shipping",
+    "cancel_pending_order",
+    "modify_pending_order_address",
+    "return_delivered_order_items",
+    "transfer_to_human_agents",
+)
+DELIVERED_ORDER = {
+    "order_id": DELIVERED,
+    "user_id": NOAH,
+    "items": [
+        {
+            "name": "T-Shirt",
+            "product_id": "9523456873",
+            "item_id": "1176194968",
+            "price": 24.99,
+            "options": {"color": "black", "size": "S"},
+        },
+        {
+            "name": "Hiking Boots",
+            "product_id": "7363354090",
+            "item_id": "8106223139",
+            "price": 214.95,
+            "options": {"size": "9"},
+        },
+    ],
+    "fulfillments": [
+        {"tracking_id": ["357962501027"], "item_ids": ["1176194968"]},
+        {"tracking_id": ["682308736931"], "item_ids": ["8106223139"]},
+    ],
+    "status": "delivered",
+    "payment_history": [
+        {"transaction_type": "payment", "amount": 239.94, "payment_method_id": "credit_card_78"}
+    ],
+}
+PENDING_ORDER = {
+    **DELIVERED_ORDER,
+    "order_id": PENDING,
+    "status": "pending",
+    "fulfillments": [],
+    "items": DELIVERED_ORDER["items"][:1],
+    "payment_history": [
+        {"transaction_type": "payment", "amount": 24.99, "payment_method_id": "paypal_57"}
+    ],
+}
+CANCELLED_ORDER = {
+    **PENDING_ORDER,
+    "status": "cancelled",
+    "cancel_reason": "ordered by mistake",
+    "payment_history": [
+        *PENDING_ORDER["payment_history"],
+        {"transaction_type": "refund", "amount": 24.99, "payment_method_id": "paypal_57"},
+    ],
+}
+DECLINED = "Declined: the customer did not approve this change, so it was NOT made."
+
+
+@dataclass
+class Chat:
+    """A conversation as ChatOpenAI would send it, grown by the policy's own replies."""
+
+    user_id: str = NOAH
+    role: Role = "customer"
+    verified_user_id: str | None = None
+    tools: tuple[str, ...] = TOOLS
+    handed_off: bool = False
+    forced: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    policy: DemoPolicy = field(default_factory=DemoPolicy)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def request(self) -> ChatRequest:
+        context = AgentContext(user_id=self.user_id, role=self.role, thread_id="t:s")
+        system = str(
+            system_prompt(context, self.verified_user_id, handed_off=self.handed_off).content
+        )
+        if self.forced:
+            system += "\n" + BUDGET_NOTE
+        body: dict[str, Any] = {
+            "model": "gpt-4o-mini",
+            "stream": True,
+            "messages": [{"role": "system", "content": system}, *self.messages],
+        }
+        if self.tools:
+            body["tools"] = [
+                {"type": "function", "function": {"name": n, "parameters": {}}} for n in self.tools
+            ]
+        return ChatRequest.from_body(body)
+
+    def ask(self, text: str) -> Reply:
+        self.messages.append({"role": "user", "content": text})
+        return self.model()
+
+    def model(self) -> Reply:
+        reply = self.policy(self.request())
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_json()},
+                }
+                for c in reply.tool_calls
+            ]
+        self.messages.append(message)
+        return reply
+
+    def result(self, content: str | dict[str, Any]) -> Reply:
+        """Answer the last tool call with `content` (JSON for a dict), then ask the model."""
+        call_id = self.messages[-1]["tool_calls"][0]["id"]
+        text = content if isinstance(content, str) else json.dumps(content)
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        return self.model()
+
+
+def called(reply: Reply) -> tuple[str, dict[str, Any]]:
+    assert len(reply.tool_calls) == 1, reply
+    call = reply.tool_calls[0]
+    assert isinstance(call.arguments, dict)
+    return call.name, dict(call.arguments)
+
+
+def guest() -> Chat:
+    return Chat(user_id="guest-1", role="guest")
+
+
+class TestCapabilities:
+    def test_a_greeting_gets_a_short_list_of_what_it_can_do(self) -> None:
+        reply = Chat().ask("Hi there")
+        assert not reply.tool_calls
+        assert "where an order is" in reply.text and "cancel" in reply.text
+
+    def test_what_can_you_do_is_answered_the_same_way(self) -> None:
+        assert "estimate shipping" in Chat().ask("What can you do?").text
+
+    def test_a_chinese_greeting_is_answered_in_chinese(self) -> None:
+        reply = Chat().ask("你好")
+        assert "查询订单状态" in reply.text
+
+    def test_a_guest_is_told_an_email_will_be_needed(self) -> None:
+        assert "email" in guest().ask("hello").text
+
+    def test_anything_else_says_it_is_the_demo_model(self) -> None:
+        reply = Chat().ask("Tell me a joke about penguins")
+        assert not reply.tool_calls
+        assert "demo model" in reply.text and "estimate shipping" in reply.text
+
+
+class TestOrderStatus:
+    def test_looks_the_order_up_then_answers_from_the_real_result(self) -> None:
+        chat = Chat()
+        assert called(chat.ask(f"Where is my order {DELIVERED}?")) == (
+            "get_order_details",
+            {"order_id": DELIVERED},
+        )
+        text = chat.result(DELIVERED_ORDER).text
+        assert f"Order {DELIVERED} is delivered." in text
+        assert "T-Shirt (black, S): 24.99" in text and "Hiking Boots (9): 214.95" in text
+        assert "357962501027, 682308736931" in text
+        assert "Total: 239.94." in text
+
+    def test_chinese_question_and_answer(self) -> None:
+        chat = Chat()
+        assert called(chat.ask("我的订单 w2611340 到哪了？")) == (
+            "get_order_details",
+            {"order_id": PENDING},
+        )
+        text = chat.result(PENDING_ORDER).text
+        assert f"订单 {PENDING} 的状态：pending。" in text and "尚未发货" in text
+
+    def test_asks_for_the_number_then_takes_a_bare_one(self) -> None:
+        chat = Chat()
+        assert "#W1234567" in chat.ask("where is my order?").text
+        assert called(chat.ask(PENDING.lower().lstrip("#"))) == (
+            "get_order_details",
+            {"order_id": PENDING},
+        )
+
+    def test_a_failed_lookup_is_relayed_briefly(self) -> None:
+        chat = Chat()
+        chat.ask(f"status of {PENDING}")
+        text = chat.result(
+            f"Error: order {PENDING} was not found for this customer. Check the id."
+        ).text
+        assert (
+            text
+            == f"Sorry, I couldn't look that up: order {PENDING} was not found for this customer."
+        )
+
+
+class TestMyOrders:
+    def test_lists_the_orders_of_the_user_in_the_system_prompt(self) -> None:
+        chat = Chat()
+        assert called(chat.ask("Can you list my orders?")) == (
+            "get_user_details",
+            {"user_id": NOAH},
+        )
+        text = chat.result({"user_id": NOAH, "orders": [DELIVERED, PENDING]}).text
+        assert f"You have 2 orders: {DELIVERED}, {PENDING}." in text
+
+    def test_a_verified_guest_uses_the_verified_id(self) -> None:
+        chat = Chat(user_id="guest-1", role="guest", verified_user_id=NOAH)
+        assert called(chat.ask("我的订单")) == ("get_user_details", {"user_id": NOAH})
+        assert "您共有 1 个订单" in chat.result({"orders": [PENDING]}).text
+
+    def test_no_orders(self) -> None:
+        chat = Chat()
+        chat.ask("my orders")
+        assert "any orders" in chat.result({"orders": []}).text
+
+
+class TestShipping:
+    def test_english_estimate(self) -> None:
+        chat = Chat()
+        assert called(chat.ask("How much is shipping for 2 kg, 300 km?")) == (
+            "calc_shipping",
+            {"distance_km": 300, "weight_kg": 2},
+        )
+        text = chat.result({"shipping_cost": 249.00, "currency": "CNY"}).text
+        assert text == "Shipping 2 kg over 300 km costs 249.00 CNY."
+
+    def test_chinese_estimate(self) -> None:
+        chat = Chat()
+        assert called(chat.ask("运费 2.5公斤 300公里")) == (
+            "calc_shipping",
+            {"distance_km": 300, "weight_kg": 2.5},
+        )
+        assert "运费是 250.00 CNY" in chat.result({"shipping_cost": 250, "currency": "CNY"}).text
+
+    def test_asks_for_what_is_missing_and_combines_the_answers(self) -> None:
+        chat = guest()  # no identity needed for an estimate
+        assert "distance in km" in chat.ask("what does shipping cost for 3 kg?").text
+        assert called(chat.ask("1200 km")) == (
+            "calc_shipping",
+            {"distance_km": 1200, "weight_kg": 3},
+        )
+
+    def test_an_out_of_range_refusal_is_relayed(self) -> None:
+        chat = Chat()
+        chat.ask("shipping 2 kg 99999 km")
+        text = chat.result("Error: distance_km must be at most 20000 km.").text
+        assert "distance_km must be at most 20000 km." in text and "Error" not in text
+
+
+class TestCancel:
+    def test_an_explicit_request_with_a_reason_calls_the_tool_directly(self) -> None:
+        chat = Chat()
+        reply = chat.ask(f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert called(reply) == (
+            "cancel_pending_order",
+            {"order_id": PENDING, "reason": "ordered by mistake"},
+        )
+
+    def test_asks_for_the_reason_then_for_a_yes_then_cancels(self) -> None:
+        chat = Chat()
+        assert "no longer needed" in chat.ask(f"cancel {PENDING}").text
+        confirm = chat.ask("I don't need it anymore")
+        assert not confirm.tool_calls and CONFIRM_MARK["en"] in confirm.text
+        assert "no longer needed" in confirm.text
+        assert called(chat.ask("yes")) == (
+            "cancel_pending_order",
+            {"order_id": PENDING, "reason": "no longer needed"},
+        )
+
+    def test_chinese_flow_with_confirm(self) -> None:
+        chat = Chat()
+        assert "买错了" in chat.ask(f"取消订单 {PENDING}").text
+        assert CONFIRM_MARK["zh"] in chat.ask("买错了").text
+        assert called(chat.ask("确认")) == (
+            "cancel_pending_order",
+            {"order_id": PENDING, "reason": "ordered by mistake"},
+        )
+
+    def test_no_to_the_question_changes_nothing_and_a_later_yes_does_not_revive_it(
+        self,
+    ) -> None:
+        chat = Chat()
+        chat.ask(f"cancel {PENDING}")
+        chat.ask("ordered by mistake")
+        assert chat.ask("no").text == "Okay, I didn't change anything."
+        assert not chat.ask("yes").tool_calls
+
+    def test_a_yes_without_a_question_does_not_cancel(self) -> None:
+        chat = Chat()
+        chat.ask(f"cancel {PENDING}")
+        reply = chat.ask("yes")  # the assistant asked for a reason, not a yes
+        assert not reply.tool_calls and "no longer needed" in reply.text
+
+    def test_approved_cancellation_confirms_and_explains_the_refund(self) -> None:
+        chat = Chat()
+        chat.ask(f"cancel order {PENDING} because ordered by mistake")
+        text = chat.result(CANCELLED_ORDER).text
+        assert f"order {PENDING} is cancelled" in text
+        assert "refund of 24.99 goes back to paypal_57" in text
+
+    def test_declined_change_says_nothing_was_changed(self) -> None:
+        chat = Chat()
+        chat.ask(f"cancel order {PENDING} because ordered by mistake")
+        assert chat.result(DECLINED).text == "Okay, I didn't change anything."
+
+    def test_a_refusal_is_relayed(self) -> None:
+        chat = Chat()
+        chat.ask(f"cancel order {DELIVERED}, no longer needed")
+        text = chat.result("Error: the order is delivered; only pending orders can be cancelled.")
+        assert text.text.startswith("Sorry, that didn't work: the order is delivered")
+
+
+class TestChangeAddress:
+    NEW = "123 Main St, Apt 4, Austin, TX, USA, 78701"
+    FIELDS: ClassVar[dict[str, str]] = {
+        "address1": "123 Main St",
+        "address2": "Apt 4",
+        "city": "Austin",
+        "state": "TX",
+        "country": "USA",
+        "zip": "78701",
+    }
+
+    def test_a_complete_request_calls_the_tool_with_parsed_fields(self) -> None:
+        reply = Chat().ask(f"Change the address of {PENDING} to {self.NEW}")
+        assert called(reply) == (
+            "modify_pending_order_address",
+            {"order_id": PENDING, **self.FIELDS},
+        )
+
+    def test_missing_parts_are_asked_for_then_confirmed(self) -> None:
+        chat = Chat()
+        ask = chat.ask(f"please update the address of {PENDING} to 123 Main St, Austin")
+        assert "state, country, zip" in ask.text and not ask.tool_calls
+        confirm = chat.ask(self.NEW)
+        assert CONFIRM_MARK["en"] in confirm.text and "Austin, TX 78701, USA" in confirm.text
+        assert called(chat.ask("Yes please")) == (
+            "modify_pending_order_address",
+            {"order_id": PENDING, **self.FIELDS},
+        )
+
+    def test_chinese_request(self) -> None:
+        reply = Chat().ask(f"把订单 {PENDING} 的地址改成 {self.NEW}")
+        assert called(reply)[0] == "modify_pending_order_address"
+
+    def test_the_changed_address_is_read_back(self) -> None:
+        chat = Chat()
+        chat.ask(f"Change the address of {PENDING} to {self.NEW}")
+        text = chat.result({**PENDING_ORDER, "address": self.FIELDS}).text
+        assert (
+            text
+            == f"Done: order {PENDING} will now ship to 123 Main St, Apt 4, Austin, TX 78701, USA."
+        )
+
+
+class TestReturn:
+    def test_everything_looks_the_order_up_then_returns_all_items_to_the_original_payment(
+        self,
+    ) -> None:
+        chat = Chat()
+        assert called(chat.ask(f"I want to return everything from {DELIVERED}")) == (
+            "get_order_details",
+            {"order_id": DELIVERED},
+        )
+        assert called(chat.result(DELIVERED_ORDER)) == (
+            "return_delivered_order_items",
+            {
+                "order_id": DELIVERED,
+                "item_ids": ["1176194968", "8106223139"],
+                "payment_method_id": "credit_card_78",
+            },
+        )
+        done = chat.result({**DELIVERED_ORDER, "status": "return requested"}).text
+        assert "T-Shirt, Hiking Boots" in done and "239.94" in done
+
+    def test_an_item_named_or_by_id(self) -> None:
+        for text in (f"return the hiking boots from {DELIVERED}", f"退货 {DELIVERED} 8106223139"):
+            chat = Chat()
+            chat.ask(text)
+            assert called(chat.result(DELIVERED_ORDER))[1]["item_ids"] == ["8106223139"]
+
+    def test_asks_which_items_then_confirms(self) -> None:
+        chat = Chat()
+        chat.ask(f"return items from {DELIVERED}")
+        ask = chat.result(DELIVERED_ORDER).text
+        assert "T-Shirt (black, S) [1176194968]" in ask and "everything" in ask
+        assert called(chat.ask("everything"))[0] == "get_order_details"
+        confirm = chat.result(DELIVERED_ORDER).text
+        assert CONFIRM_MARK["en"] in confirm and "refund 239.94 to credit_card_78" in confirm
+        chat.ask("yes")
+        assert called(chat.result(DELIVERED_ORDER))[0] == "return_delivered_order_items"
+
+    def test_an_order_that_is_not_delivered_cannot_be_returned(self) -> None:
+        chat = Chat()
+        chat.ask(f"return everything from {PENDING}")
+        text = chat.result(PENDING_ORDER).text
+        assert "only delivered orders can be returned" in text
+
+
+class TestHuman:
+    def test_transfers_with_a_summary(self) -> None:
+        for text in ("I want to talk to a human", "转人工"):
+            name, args = called(Chat().ask(text))
+            assert name == "transfer_to_human_agents"
+            assert NOAH in args["summary"] and text in args["summary"]
+
+    def test_after_the_transfer(self) -> None:
+        chat = Chat()
+        chat.ask("real person please")
+        assert "human colleague" in chat.result("Transfer successful").text
+        assert "has this conversation" in Chat(handed_off=True).ask("hello?").text
+
+
+class TestGuestVerification:
+    def test_asks_for_the_email_then_verifies_then_answers_the_first_question(self) -> None:
+        chat = guest()
+        ask = chat.ask(f"where is my order {PENDING}")
+        assert not ask.tool_calls and "email" in ask.text
+        assert called(chat.ask("it's noah.brown7922@example.com")) == (
+            "find_user_id_by_email",
+            {"email": "noah.brown7922@example.com"},
+        )
+        chat.verified_user_id = NOAH  # the graph keeps the verified id in state
+        assert called(chat.result(NOAH)) == ("get_order_details", {"order_id": PENDING})
+        assert f"Order {PENDING} is pending." in chat.result(PENDING_ORDER).text
+
+    def test_the_verified_id_in_the_tool_result_is_enough(self) -> None:
+        chat = guest()
+        chat.ask("list my orders")
+        chat.ask("noah.brown7922@example.com")
+        assert called(chat.result(NOAH)) == ("get_user_details", {"user_id": NOAH})
+
+    def test_an_unknown_email_is_asked_again_and_a_second_one_tried(self) -> None:
+        chat = guest()
+        chat.ask(f"cancel {PENDING} because I ordered by mistake")
+        chat.ask("wrong@example.com")
+        assert "couldn't find" in chat.result("Error: user not found").text
+        assert called(chat.ask("noah.brown7922@example.com"))[1] == {
+            "email": "noah.brown7922@example.com"
+        }
+        assert called(chat.result(NOAH)) == (
+            "cancel_pending_order",
+            {"order_id": PENDING, "reason": "ordered by mistake"},
+        )
+
+    def test_an_email_with_nothing_asked_before_just_verifies(self) -> None:
+        chat = guest()
+        chat.ask("hi")
+        chat.ask("mia.garcia2723@example.com")
+        assert chat.result("mia_garcia_4516").text.startswith(
+            "Thanks, you're verified as mia_garcia_4516."
+        )
+
+    def test_an_email_and_a_question_in_one_message(self) -> None:
+        chat = guest()
+        assert called(chat.ask(f"我的邮箱是 noah.brown7922@example.com，订单 {PENDING} 到哪了"))[
+            0
+        ] == ("find_user_id_by_email")
+
+
+class TestRobustness:
+    def test_no_tools_offered_means_no_tool_calls(self) -> None:
+        for chat in (Chat(tools=()), Chat(forced=True)):
+            reply = chat.ask(f"where is {PENDING}")
+            assert not reply.tool_calls and "can't look that up" in reply.text
+
+    def test_a_tool_the_app_does_not_have_is_not_called(self) -> None:
+        reply = Chat(tools=("get_order_details",)).ask("shipping 2 kg 300 km")
+        assert not reply.tool_calls and "demo model" in reply.text
+
+    def test_an_unexpected_tool_result_is_summarised(self) -> None:
+        chat = Chat()
+        chat.messages += [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "x1",
+                        "type": "function",
+                        "function": {"name": "get_product_details", "arguments": "{bad"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "x1", "content": '{"name": "Lamp", "price": 9}'},
+        ]
+        assert chat.model().text == "Here is what I found: name: Lamp; price: 9"
+
+    def test_a_result_for_an_unknown_call_and_several_results(self) -> None:
+        chat = Chat()
+        chat.messages += [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "nope", "content": "Error: interrupted. Retry."},
+            {"role": "tool", "tool_call_id": "nope2", "content": "[1, 2]"},
+        ]
+        text = chat.model().text
+        assert "interrupted." in text and "1, 2" in text
+
+    def test_the_same_call_twice_in_a_turn_becomes_an_answer(self) -> None:
+        chat = Chat()
+        chat.ask(f"where is {PENDING}")
+        chat.messages.append({"role": "tool", "tool_call_id": "call_0", "content": "{}"})
+        chat.messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c9",
+                        "type": "function",
+                        "function": {"name": "find_user_id_by_email", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+        # after an identity result the policy goes on with the task: the same lookup again
+        reply = chat.result(NOAH)
+        assert not reply.tool_calls
+        assert reply.text == f"Here is what I found: {NOAH}"
+
+    def test_empty_and_odd_requests(self) -> None:
+        policy = DemoPolicy()
+        for messages in (
+            [],
+            [{"role": "system", "content": None}],
+            [{"role": "user", "content": [{"type": "text", "text": "hi"}, "junk"]}],
+            [{"role": "assistant", "tool_calls": "nope"}, {"role": "tool"}],
+            [{"role": "user", "content": 42}],
+        ):
+            reply = policy(ChatRequest.from_body({"messages": messages, "tools": []}))
+            assert reply.text and reply.fault is None
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["user", "assistant", "tool", "system"]),
+                st.one_of(
+                    st.text(max_size=80),
+                    st.sampled_from(
+                        [
+                            "yes",
+                            "确认",
+                            f"cancel {PENDING}",
+                            "return everything from #W7678072",
+                            "Error: x",
+                            "Declined: no",
+                            json.dumps(DELIVERED_ORDER),
+                            "a@b.co",
+                            "2 kg 3 km",
+                        ]
+                    ),
+                ),
+                st.sampled_from([*TOOLS, "", "zzz"]),
+            ),
+            max_size=8,
+        ),
+        st.booleans(),
+    )
+    def test_never_raises_and_always_answers(
+        self, parts: list[tuple[str, str, str]], as_guest: bool
+    ) -> None:
+        chat = guest() if as_guest else Chat()
+        for i, (role, text, tool) in enumerate(parts):
+            message: dict[str, Any] = {"role": role, "content": text}
+            if role == "assistant":
+                message["tool_calls"] = [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": tool, "arguments": text},
+                    }
+                ]
+            if role == "tool":
+                message["tool_call_id"] = f"c{i - 1}"
+            chat.messages.append(message)
+        reply = chat.policy(chat.request())
+        assert reply.fault is None
+        assert reply.text or reply.tool_calls
+        for call in reply.tool_calls:
+            assert call.name in TOOLS
