@@ -245,20 +245,22 @@ class TestThroughAToolNodeGraph:
                 ],
             )
 
-        state: dict[str, Any] = {"messages": [HumanMessage("hi", id="h1")]}
-        state["messages"].append(ask(("find_user_id_by_email", {"email": "sara.doe@example.com"})))
-        state = await app.ainvoke(state, context=context)
+        lookup = ask(("find_user_id_by_email", {"email": "sara.doe@example.com"}))
+        start: AgentState = {"messages": [HumanMessage("hi", id="h1"), lookup]}
+        state = await app.ainvoke(start, context=context)
         assert state["verified_user_id"] == SARA
         assert state["messages"][-1].content == SARA
 
-        state["messages"].append(
-            ask(
-                ("get_order_details", {"order_id": "#W0000001"}),
-                ("get_order_details", {"order_id": "#W0000009"}),
-                ("find_user_id_by_email", {"email": "bob@example.com"}),
-            )
+        reads = ask(
+            ("get_order_details", {"order_id": "#W0000001"}),
+            ("get_order_details", {"order_id": "#W0000009"}),
+            ("find_user_id_by_email", {"email": "bob@example.com"}),
         )
-        state = await app.ainvoke(state, context=context)
+        following: AgentState = {
+            "messages": [*state["messages"], reads],
+            "verified_user_id": state["verified_user_id"],
+        }
+        state = await app.ainvoke(following, context=context)
         own, foreign, switch = state["messages"][-3:]
         assert json.loads(own.content)["order_id"] == "#W0000001"
         assert foreign.content == MISSING_ORDER
