@@ -44,14 +44,14 @@ def _counts(summary: Any) -> str:
 async def _prepare(settings: Settings, *, seed_if_empty: bool) -> None:
     from app.db.migrate import migrate
     from app.db.seed import database_is_empty, seed
+    from app.help.repository import sync_help_articles
 
     assert settings.database_url
     await migrate(settings.database_url)
-    if not seed_if_empty:
-        return
 
     async def load(pool: AsyncConnectionPool[Any]) -> None:
-        if await database_is_empty(pool):
+        await sync_help_articles(pool)  # shipped content, not demo data: always current
+        if seed_if_empty and await database_is_empty(pool):
             summary = await seed(pool)
             print(f"loaded demo data: {summary.customers} customers, {summary.orders} orders")
 

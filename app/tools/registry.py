@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.db.writes import recorded_outcome
 from app.tools.delivered import delivered_write_tools
 from app.tools.handoff import handoff_write_tools
+from app.tools.help import help_read_tools
 from app.tools.identity import identity_read_tools, identity_write_tools
 from app.tools.orders import order_read_tools, order_write_tools
 from app.tools.products import product_read_tools
@@ -45,7 +46,7 @@ class ToolSet:
 
 def build_tools(pool: AsyncConnectionPool[Any]) -> ToolSet:
     read = [*identity_read_tools(pool), *order_read_tools(pool), *product_read_tools(pool)]
-    read += arithmetic_tools()
+    read += [*arithmetic_tools(), *help_read_tools(pool)]
     write = [
         *order_write_tools(pool),
         *delivered_write_tools(pool),
