@@ -113,6 +113,7 @@ class ChatApp {
     this.els.identity.textContent = claims.role === "guest" ? "Signed in as a guest" : `Signed in as ${name}`;
     this.els.signin.hidden = true;
     this.els.app.hidden = false;
+    this.setComposerEnabled(false); // until the conversation to continue is on screen
     try {
       await this.threads.load(this.api);
     } catch (error) {
@@ -123,6 +124,13 @@ class ChatApp {
     const stored = sessionStorage.getItem(THREAD_KEY);
     if (stored) await this.selectThread(stored);
     else this.showNewThread();
+    this.setComposerEnabled(true);
+    this.els.input.focus({ preventScroll: true });
+  }
+
+  setComposerEnabled(enabled) {
+    this.els.input.disabled = !enabled;
+    this.els.send.disabled = !enabled || Boolean(this.running);
   }
 
   signOut(message = "") {

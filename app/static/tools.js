@@ -47,7 +47,25 @@ export function resultSummary(status, content) {
     return { kind: "error", text: `Failed: ${firstLine(reason, 120)}` };
   }
   if (/^Declined\b/.test(text)) return { kind: "declined", text: "Declined: nothing was changed" };
-  return { kind: "ok", text: `Done${text ? ` · ${firstLine(text, 80)}` : ""}` };
+  const gist = jsonGist(text) ?? firstLine(text, 80);
+  return { kind: "ok", text: `Done${gist ? ` · ${gist}` : ""}` };
+}
+
+/** A few telling fields of a JSON result ("order_id #W1 · status pending"), or null. */
+function jsonGist(text) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (Array.isArray(value)) return `${value.length} result${value.length === 1 ? "" : "s"}`;
+  if (value === null || typeof value !== "object") return firstLine(String(value), 80);
+  const scalar = (v) => ["string", "number", "boolean"].includes(typeof v);
+  const keys = Object.keys(value).filter((k) => scalar(value[k]));
+  keys.sort((a, b) => (b === "status") - (a === "status"));
+  const parts = keys.slice(0, 3).map((k) => `${k.replace(/_/g, " ")} ${value[k]}`);
+  return parts.length ? firstLine(parts.join(" · "), 100) : `${Object.keys(value).length} fields`;
 }
 
 function firstLine(text, limit) {
