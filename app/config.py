@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_SECRET = "dev-only-secret-do-not-use-in-production"
@@ -53,6 +53,14 @@ class Settings(BaseSettings):
     reflection_every: int = Field(default=5, ge=0)  # 0 disables the reflection note
 
     sse_heartbeat_s: float = 15.0
+
+    @field_validator("db_prepare_threshold", mode="before")
+    @classmethod
+    def _none_disables_prepare(cls, value: object) -> object:
+        # PgBouncer in transaction mode needs prepared statements off: DB_PREPARE_THRESHOLD=none
+        if isinstance(value, str) and value.strip().lower() in {"", "none", "null", "off"}:
+            return None
+        return value
 
     @model_validator(mode="after")
     def _refuse_weak_secret_in_prod(self) -> Settings:
