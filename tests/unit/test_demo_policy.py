@@ -8,11 +8,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.agent.context import AgentContext, Role
 from app.agent.prompts import BUDGET_NOTE, system_prompt
+from app.demo import policy as demo_policy
 from app.demo.policy import DemoPolicy
 from app.demo.texts import CONFIRM_MARK
 from app.fakellm.types import ChatRequest, Reply
@@ -601,3 +603,16 @@ class TestRobustness:
         assert reply.text or reply.tool_calls
         for call in reply.tool_calls:
             assert call.name in TOOLS
+
+
+class TestNoLeaks:
+    def test_an_internal_failure_becomes_a_polite_answer_without_its_text(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def broken(conversation: object) -> Reply:
+            raise RuntimeError("secret internals: password=hunter2")
+
+        monkeypatch.setattr(demo_policy, "_decide", broken)
+        reply = Chat().ask("你好")
+        assert reply.fault is None and not reply.tool_calls
+        assert reply.text.startswith("抱歉") and "hunter2" not in reply.text

@@ -1,0 +1,233 @@
+"""The demo model end to end: a real uvicorn server whose lifespan starts the demo model,
+the real ChatOpenAI talking to it, real tools on real Postgres, SSE read with httpx-sse."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from httpx_sse import aconnect_sse
+from psycopg_pool import AsyncConnectionPool
+
+from app.agent.context import Role
+from app.api.auth import issue_token
+from app.config import Settings
+from app.main import create_app
+from tests.integration.agent_harness import fetch_one, load_small_shop
+
+NOAH = "noah_brown_6181"
+NOAH_EMAIL = "noah.brown7922@example.com"
+PENDING = "#W2611340"  # one Water Bottle, 32.00, paid with paypal_5727330
+SSE = {"Accept": "text/event-stream"}
+
+
+class DemoApp:
+    """The app as `cs-agent serve` runs it with no model configured, on a free port."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+
+    def __enter__(self) -> DemoApp:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the app did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._sock.close()
+        assert not self._thread.is_alive(), "the app (and its demo model) did not shut down"
+
+    def headers(self, user_id: str, role: Role = "customer") -> dict[str, str]:
+        token = issue_token(self.settings.jwt_secret.get_secret_value(), user_id, role=role)
+        return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def app(database_url: str) -> Iterator[DemoApp]:
+    settings = Settings(
+        database_url=database_url,
+        app_env="dev",
+        llm_provider="demo",
+        demo_model_tokens_per_s=2000,  # paced like the real thing, only faster
+        _env_file=None,
+    )
+    with DemoApp(settings) as running:
+        yield running
+
+
+@pytest.fixture
+async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
+    await load_small_shop(db)
+    return db
+
+
+@pytest.fixture
+async def client(app: DemoApp, shop: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=app.url, timeout=30) as c:
+        yield c
+
+
+@dataclass
+class Turn:
+    events: list[tuple[str, dict[str, Any]]]
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [data for event, data in self.events if event == name]
+
+    @property
+    def text(self) -> str:
+        return "".join(e["text"] for e in self.named("token"))
+
+    @property
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(e["name"], e["args"]) for e in self.named("tool_call")]
+
+    @property
+    def status(self) -> str:
+        done = self.named("done")
+        assert len(done) == 1 and self.events[-1][0] == "done", self.events
+        return str(done[0]["status"])
+
+
+@dataclass
+class Session:
+    client: httpx.AsyncClient
+    headers: dict[str, str]
+    id: str
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Turn:
+        events = []
+        async with aconnect_sse(
+            self.client, "POST", path, json=body, headers={**self.headers, **SSE}
+        ) as source:
+            assert source.response.status_code == 200, await source.response.aread()
+            async for sse in source.aiter_sse():
+                events.append((sse.event, json.loads(sse.data)))
+        turn = Turn(events)
+        assert not turn.named("error"), turn.events
+        return turn
+
+    async def say(self, text: str) -> Turn:
+        return await self._post(f"/threads/{self.id}/messages", {"content": text})
+
+    async def decide(self, decision: str) -> Turn:
+        return await self._post(f"/threads/{self.id}/resume", {"decision": decision})
+
+
+def session(
+    client: httpx.AsyncClient, app: DemoApp, user_id: str, role: Role = "customer"
+) -> Session:
+    return Session(client, app.headers(user_id, role), uuid.uuid4().hex[:16])
+
+
+async def order_status(pool: AsyncConnectionPool[Any], order_id: str) -> str:
+    row = await fetch_one(pool, "SELECT status FROM orders WHERE id = %s", order_id)
+    return str(row["status"])
+
+
+class TestLabelling:
+    async def test_readyz_names_the_demo_model(self, client: httpx.AsyncClient) -> None:
+        response = await client.get("/readyz")
+        assert response.status_code == 200
+        assert response.json()["model"] == "demo"
+
+
+class TestAnswers:
+    async def test_order_status_is_answered_from_the_database(
+        self, client: httpx.AsyncClient, app: DemoApp
+    ) -> None:
+        turn = await session(client, app, NOAH).say(f"Where is my order {PENDING}?")
+        assert turn.calls == [("get_order_details", {"order_id": PENDING})]
+        assert turn.named("tool_result")[0]["status"] == "ok"
+        assert f"Order {PENDING} is pending." in turn.text
+        assert "- Water Bottle (" in turn.text and "Total: 32.00." in turn.text
+        assert len(turn.named("token")) > 10  # streamed word by word
+        assert turn.status == "completed"
+
+    async def test_shipping_estimate_in_chinese(
+        self, client: httpx.AsyncClient, app: DemoApp
+    ) -> None:
+        turn = await session(client, app, NOAH).say("运费 2公斤 300公里")
+        assert turn.calls == [("calc_shipping", {"distance_km": 300, "weight_kg": 2})]
+        assert turn.text == "2公斤、300公里的运费是 249.00 CNY。"
+
+    async def test_listing_orders_reads_the_user_id_from_the_system_prompt(
+        self, client: httpx.AsyncClient, app: DemoApp
+    ) -> None:
+        turn = await session(client, app, NOAH).say("list my orders")
+        assert turn.calls == [("get_user_details", {"user_id": NOAH})]
+        assert "#W7678072, #W2611340" in turn.text
+
+
+class TestCancel:
+    async def test_approved_cancellation_cancels_the_order(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        chat = session(client, app, NOAH)
+        asked = await chat.say(f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert asked.status == "interrupted"
+        pending = asked.named("interrupt")[0]["pending"]
+        assert [p["name"] for p in pending] == ["cancel_pending_order"]
+        assert pending[0]["args"] == {"order_id": PENDING, "reason": "ordered by mistake"}
+        assert await order_status(shop, PENDING) == "pending"
+
+        done = await chat.decide("approve")
+        assert done.status == "completed"
+        assert f"order {PENDING} is cancelled" in done.text
+        assert "32.00 goes back to paypal_5727330" in done.text
+        assert await order_status(shop, PENDING) == "cancelled"
+
+    async def test_declined_cancellation_changes_nothing(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        chat = session(client, app, NOAH)
+        assert "no longer needed" in (await chat.say(f"cancel {PENDING}")).text
+        confirm = await chat.say("ordered by mistake")
+        assert "reply yes to confirm" in confirm.text and not confirm.calls
+        assert (await chat.say("yes")).status == "interrupted"
+
+        done = await chat.decide("reject")
+        assert done.named("tool_result")[0]["content"].startswith("Declined")
+        assert done.text == "Okay, I didn't change anything."
+        assert await order_status(shop, PENDING) == "pending"
+
+
+class TestGuest:
+    async def test_a_guest_is_verified_by_email_and_then_answered(
+        self, client: httpx.AsyncClient, app: DemoApp
+    ) -> None:
+        chat = session(client, app, f"guest-{uuid.uuid4().hex[:8]}", role="guest")
+        asked = await chat.say(f"where is my order {PENDING}?")
+        assert not asked.calls and "email address" in asked.text
+
+        answered = await chat.say(f"It's {NOAH_EMAIL}")
+        assert answered.calls == [
+            ("find_user_id_by_email", {"email": NOAH_EMAIL}),
+            ("get_order_details", {"order_id": PENDING}),
+        ]
+        assert [r["status"] for r in answered.named("tool_result")] == ["ok", "ok"]
+        assert f"Order {PENDING} is pending." in answered.text
+        state = await client.get(f"/threads/{chat.id}/state", headers=chat.headers)
+        assert state.json()["verified_user_id"] == NOAH
