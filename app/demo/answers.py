@@ -91,7 +91,7 @@ def items_total(items: list[dict[str, Any]]) -> Decimal:
 def order_status(result: Result, lang: Lang) -> str:
     if not result.ok:
         return say("lookup_failed", lang, problem=problem(result))
-    order = parse_json(result.content)
+    order = parse_json(result.body)
     if not isinstance(order, dict) or "status" not in order:
         return found(result, lang)
     status = str(order["status"])
@@ -120,7 +120,7 @@ def order_status(result: Result, lang: Lang) -> str:
 def orders_list(result: Result, lang: Lang) -> str:
     if not result.ok:
         return say("lookup_failed", lang, problem=problem(result))
-    user = parse_json(result.content)
+    user = parse_json(result.body)
     if not isinstance(user, dict) or not isinstance(user.get("orders"), list):
         return found(result, lang)
     ids = [str(o) for o in user["orders"]]
@@ -132,7 +132,7 @@ def orders_list(result: Result, lang: Lang) -> str:
 def shipping(result: Result, lang: Lang) -> str:
     if not result.ok:
         return say("lookup_failed", lang, problem=problem(result))
-    data = parse_json(result.content)
+    data = parse_json(result.body)
     cost = _amount(data)
     if cost is None:
         return found(result, lang)
@@ -189,7 +189,7 @@ def write_outcome(result: Result, lang: Lang) -> str:
         return say("failed", lang, problem=problem(result))
     if result.name == "transfer_to_human_agents":
         return say("transferred", lang)
-    order = parse_json(result.content)
+    order = parse_json(result.body)
     if not isinstance(order, dict):
         return found(result, lang)
     order_id = order.get("order_id") or result.args.get("order_id") or ""
@@ -225,7 +225,7 @@ def found(result: Result, lang: Lang) -> str:
         return say("declined", lang)
     if result.is_error:
         return say("lookup_failed", lang, problem=problem(result))
-    return say("found", lang, summary=describe(parse_json(result.content), result.content))
+    return say("found", lang, summary=describe(parse_json(result.body), result.body))
 
 
 def describe(value: Any, raw: str) -> str:

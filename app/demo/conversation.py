@@ -37,6 +37,7 @@ FINAL_TOOL: dict[Intent, str] = {
     "human": "transfer_to_human_agents",
 }
 LOOKBACK_MESSAGES = 8
+_NOTE = re.compile(r"\(.*\)")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,15 @@ class Result:
     name: str
     args: dict[str, Any]
     content: str
+
+    @property
+    def body(self) -> str:
+        """The content without the notes the app may append on their own lines, such as
+        "(cached: same result as an earlier identical call ...)"."""
+        lines = self.content.strip().splitlines()
+        while len(lines) > 1 and _NOTE.fullmatch(lines[-1].strip()):
+            lines.pop()
+        return "\n".join(lines).strip()
 
     @property
     def is_error(self) -> bool:
@@ -133,8 +143,8 @@ class Conversation:
             return match.group(1)
         for turn in reversed(self.turns):
             for result in reversed(turn.results):
-                if result.name in IDENTITY_TOOLS and result.ok and result.content.strip():
-                    return result.content.strip()
+                if result.name in IDENTITY_TOOLS and result.ok and result.body:
+                    return result.body
         return None
 
     @property

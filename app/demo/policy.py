@@ -170,7 +170,7 @@ def _after_identity(conversation: Conversation, result: Result) -> Reply:
     lang = conversation.lang
     if not result.ok:
         return Reply.say(say("email_not_found", lang))
-    user_id = result.content.strip()
+    user_id = result.body
     verified = conversation.verified_as(user_id)
     task = verified.task()
     if task is not None and task.intent not in ("greeting", "help"):
@@ -188,7 +188,7 @@ def _after_order_details(conversation: Conversation, result: Result) -> Reply:
 def _return_items(task: Task, result: Result, lang: Lang) -> Reply:
     if not result.ok:
         return Reply.say(say("lookup_failed", lang, problem=answers.problem(result)))
-    order = answers.parse_json(result.content)
+    order = answers.parse_json(result.body)
     if not isinstance(order, dict):
         return Reply.say(answers.found(result, lang))
     order_id = str(order.get("order_id") or result.args.get("order_id") or "")

@@ -616,3 +616,20 @@ class TestNoLeaks:
         reply = Chat().ask("你好")
         assert reply.fault is None and not reply.tool_calls
         assert reply.text.startswith("抱歉") and "hunter2" not in reply.text
+
+
+class TestNotesAfterResults:
+    CACHED = "\n(cached: same result as an earlier identical call in this conversation)"
+    REPEAT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
+
+    def test_a_cached_order_is_still_read_as_json(self) -> None:
+        chat = Chat()
+        chat.ask(f"where is {PENDING}")
+        text = chat.result(json.dumps(PENDING_ORDER) + self.CACHED).text
+        assert text.startswith(f"Order {PENDING} is pending.")
+
+    def test_a_noted_identity_result_is_just_the_user_id(self) -> None:
+        chat = guest()
+        chat.ask("list my orders")
+        chat.ask("noah.brown7922@example.com")
+        assert called(chat.result(NOAH + self.REPEAT)) == ("get_user_details", {"user_id": NOAH})
