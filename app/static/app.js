@@ -223,13 +223,15 @@ class ChatApp {
     this.send(text);
   }
 
-  async send(text) {
+  async send(text, run = this.beginRun()) {
     this.view.clearNotices();
     if (!this.threadId) {
       try {
         const created = await this.api.createThread();
+        if (this.running !== run) return;
         this.setThread(created.id);
       } catch (error) {
+        this.finishRun(run);
         this.restoreDraft(text);
         this.view.notice(error.message);
         return;
@@ -238,15 +240,20 @@ class ChatApp {
     const threadId = this.threadId;
     const clientMessageId = newId();
     const bubble = this.view.addUser(text);
-    await this.runStream((signal) => this.api.sendMessage(threadId, text, clientMessageId, { signal }), {
+    await this.runStream(run, (signal) => this.api.sendMessage(threadId, text, clientMessageId, { signal }), {
       draft: text,
       bubble,
     });
   }
 
   decide(decision) {
+    if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return;
+    }
     const threadId = this.threadId;
-    this.runStream((signal) => this.api.resume(threadId, decision, { signal }), {});
+    const run = this.beginRun();
+    this.runStream(run, (signal) => this.api.resume(threadId, decision, { signal }), {});
   }
 
   restoreDraft(text) {
@@ -256,26 +263,36 @@ class ChatApp {
     }
   }
 
-  stopStream() {
-    if (this.running) {
-      this.running.controller.abort();
-      this.running = null;
-      this.view.setBusy(false);
-      this.els.send.disabled = false;
-    }
-  }
-
-  /** Run one streamed reply into the view; then show the thread as the server has it. */
-  async runStream(open, { draft = null, bubble = null }) {
-    const controller = new AbortController();
-    const run = { controller };
+  /** From now until finishRun, the page is busy with one reply (or rewind). */
+  beginRun() {
+    const run = { controller: new AbortController() };
     this.running = run;
     this.view.setBusy(true);
     this.els.send.disabled = true;
+    return run;
+  }
+
+  finishRun(run) {
+    if (this.running !== run) return;
+    this.running = null;
+    this.view.setBusy(false);
+    this.els.send.disabled = this.els.input.disabled;
+  }
+
+  /** Stop following the current reply (it goes on on the server, and shows on reload). */
+  stopStream() {
+    const run = this.running;
+    if (!run) return;
+    run.controller.abort();
+    this.finishRun(run);
+  }
+
+  /** Stream one reply into the view; then show the thread as the server has it. */
+  async runStream(run, open, { draft = null, bubble = null }) {
     let done = null;
     let failure = null;
     try {
-      for await (const { type, data } of open(controller.signal)) {
+      for await (const { type, data } of open(run.controller.signal)) {
         if (this.running !== run) return;
         if (type === "token") this.view.token(data?.text || "");
         else if (type === "tool_call") this.view.toolCall(data);
@@ -291,22 +308,18 @@ class ChatApp {
       return;
     }
     if (this.running !== run) return;
-    this.finishRun(run);
     if (!done) {
+      this.finishRun(run);
       this.view.notice(DROPPED, { retry: () => this.retry(draft) });
       return;
     }
     await this.reload();
+    if (this.running !== run) return;
     if (failure || done.status === "failed") this.view.notice(failure || FAILED);
+    this.finishRun(run);
     this.refreshThreads();
     this.debug.refresh();
     if (done.status !== "interrupted") this.els.input.focus({ preventScroll: true });
-  }
-
-  finishRun(run) {
-    if (this.running === run) this.running = null;
-    this.view.setBusy(false);
-    this.els.send.disabled = false;
   }
 
   showRequestError(error, draft, bubble) {
@@ -344,14 +357,17 @@ class ChatApp {
       this.view.notice(BUSY, { kind: "info" });
       return;
     }
+    const run = this.beginRun();
     try {
       const state = await this.api.rewind(this.threadId, { message_id: messageId });
+      if (this.running !== run) return;
       this.view.renderState(state);
     } catch (error) {
-      this.view.notice(error.code === "thread_busy" ? BUSY : error.message, { kind: "error" });
+      this.finishRun(run);
+      this.view.notice(error.code === "thread_busy" ? BUSY : error.message);
       return;
     }
-    await this.send(text);
+    await this.send(text, run);
   }
 
   async rewindTo(checkpointId) {
@@ -359,12 +375,15 @@ class ChatApp {
       this.view.notice(BUSY, { kind: "info" });
       return;
     }
+    const run = this.beginRun();
     try {
       const state = await this.api.rewind(this.threadId, { checkpoint_id: checkpointId });
+      if (this.running !== run) return;
       this.view.renderState(state);
     } catch (error) {
       this.view.notice(error.code === "thread_busy" ? BUSY : error.message);
-      return;
+    } finally {
+      this.finishRun(run);
     }
     this.refreshThreads();
     this.debug.refresh();

@@ -11,9 +11,10 @@ export class DebugDrawer {
     this.onRewind = onRewind;
     this.build();
     toggle.addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
-    drawer.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") this.close();
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.isOpen) this.close();
     });
+    this.seq = 0;
   }
 
   get isOpen() {
@@ -24,7 +25,7 @@ export class DebugDrawer {
     this.statePre = h("pre", { class: "json", dataset: { testid: "debug-state" }, tabindex: "0" });
     this.historyList = h("ol", { class: "checkpoints", dataset: { testid: "debug-history" } });
     this.olderButton = h("button", { type: "button", hidden: true, onclick: () => this.loadOlder() }, "Older checkpoints");
-    this.status = h("p", { class: "muted", role: "status" });
+    this.status = h("p", { class: "muted", role: "status", tabindex: "-1", dataset: { testid: "debug-status" } });
     this.closeButton = h(
       "button",
       { type: "button", class: "icon", "aria-label": "Close debug drawer", dataset: { testid: "debug-close" }, onclick: () => this.close() },
@@ -62,10 +63,11 @@ export class DebugDrawer {
 
   async refresh() {
     if (!this.isOpen) return;
+    const seq = ++this.seq; // only the latest refresh may fill the drawer
     const id = this.threadId();
-    clear(this.historyList);
-    this.cursor = null;
     if (!id) {
+      clear(this.historyList);
+      this.cursor = null;
       this.statePre.textContent = "";
       this.status.textContent = "No conversation yet: send a message first.";
       this.olderButton.hidden = true;
@@ -74,11 +76,13 @@ export class DebugDrawer {
     this.status.textContent = "Loading …";
     try {
       const [state, history] = await Promise.all([this.api.state(id), this.api.history(id)]);
+      if (seq !== this.seq) return;
       this.statePre.textContent = prettyJson(state);
+      clear(this.historyList);
       this.appendHistory(history);
       this.status.textContent = `Thread ${id}`;
     } catch (error) {
-      this.status.textContent = error.message || "Could not load the debug view.";
+      if (seq === this.seq) this.status.textContent = error.message || "Could not load the debug view.";
     }
   }
 
@@ -123,7 +127,10 @@ export class DebugDrawer {
           type: "button",
           dataset: { testid: "rewind-checkpoint" },
           disabled: !item.checkpoint_id,
-          onclick: () => this.onRewind(item.checkpoint_id),
+          onclick: async () => {
+            await this.onRewind(item.checkpoint_id);
+            this.status.focus(); // the button is gone with the old history
+          },
         },
         "Rewind to here",
       ),

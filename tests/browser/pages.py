@@ -30,7 +30,17 @@ def user_messages(page: Page) -> Locator:
 
 
 async def wait_until_idle(page: Page) -> None:
-    """The reply has finished: no indicator, the composer usable again."""
+    """The reply has finished and the thread is shown as the server has it.
+
+    The page marks the conversation aria-busy from the moment a message is sent.
+    """
+    await expect(page.get_by_test_id("message-list")).to_have_attribute("aria-busy", "false")
     await expect(page.get_by_test_id("typing")).to_be_hidden()
     await expect(page.get_by_test_id("send")).to_be_enabled()
     await expect(page.locator("[data-streaming]")).to_have_count(0)
+
+
+async def ask(page: Page, text: str) -> None:
+    """Send a message and wait for the whole reply."""
+    await send(page, text)
+    await wait_until_idle(page)
