@@ -50,6 +50,7 @@ class Settings(BaseSettings):
 
     tool_cache_enabled: bool = True
     tool_cache_max_age_turns: int = Field(default=5, ge=1)
+    stagnation_rounds: int = Field(default=3, ge=1)
     reflection_every: int = Field(default=5, ge=0)  # 0 disables the reflection note
 
     sse_heartbeat_s: float = 15.0

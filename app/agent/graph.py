@@ -1,9 +1,9 @@
 """The agent graph, built by a factory from its collaborators.
 
 START -> start_turn -> agent --(route_after_agent)--> END
-                         ^      |-> read_tools  (parallel, ToolNode)   -> after_tools -> agent
-                         |      |-> confirm (interrupt) -> write_tools (serial) -> after_tools
-                         |      '-> blocked (breaker refusals)        -> after_tools
+                         ^      |-> read_tools  (parallel, ToolNode)   -> sanitize -> agent
+                         |      |-> confirm (interrupt) -> write_tools (serial) -> sanitize
+                         |      '-> blocked (breaker refusals)        -> sanitize
                          '-------------------------------------------------'
 """
 
@@ -78,7 +78,7 @@ def build_graph(
     g.add_node("confirm", writes.confirm)
     g.add_node("write_tools", writes.write_tools)
     g.add_node("blocked", core.blocked)
-    g.add_node("after_tools", core.after_tools)
+    g.add_node("sanitize", core.sanitize)
     g.add_edge(START, "start_turn")
     g.add_edge("start_turn", "agent")
     g.add_conditional_edges(
@@ -94,6 +94,6 @@ def build_graph(
     )
     g.add_edge("confirm", "write_tools")
     for node in ("read_tools", "write_tools", "blocked"):
-        g.add_edge(node, "after_tools")
-    g.add_edge("after_tools", "agent")
+        g.add_edge(node, "sanitize")
+    g.add_edge("sanitize", "agent")
     return g.compile(checkpointer=checkpointer, store=store)

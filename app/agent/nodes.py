@@ -17,6 +17,7 @@ from app.agent.cache import CACHED_NOTE, CacheEntry
 from app.agent.cache import invalidated as cache_invalidated
 from app.agent.cache import stored as cache_stored
 from app.agent.cache import tags_for as cache_tags
+from app.agent.citations import citations_from, is_stale_round
 from app.agent.context import AgentContext
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
@@ -131,11 +132,9 @@ class CoreNodes:
             ]
         }
 
-    async def after_tools(
-        self, state: AgentState, runtime: Runtime[AgentContext]
-    ) -> dict[str, Any]:
-        """Account for the results just added: breakers, per-turn counts, the repeat guard,
-        and the tool-result cache."""
+    async def sanitize(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Read the results just added and keep the books: breakers, per-turn counts, the
+        repeat guard, the tool-result cache, the citations ledger and the stagnation guard."""
         messages = state.get("messages") or []
         results = new_tool_results(messages)
         ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
@@ -144,6 +143,7 @@ class CoreNodes:
         repeats = dict(state.get("repeats") or {})
         rewritten: list[ToolMessage] = []
         force = state.get("force_answer")
+        fresh = 0
         for msg in results:
             name = msg.name or ""
             if msg.content != BREAKER_OPEN.format(name=name):
@@ -151,10 +151,20 @@ class CoreNodes:
             raw = str(msg.content).removesuffix(CACHED_NOTE)
             key = fingerprint(name, args_by_id.get(msg.tool_call_id), raw)
             repeats[key] = repeats.get(key, 0) + 1
+            # new content, whatever the arguments that produced it
+            seen = "content:" + fingerprint(name, None, raw)
+            repeats[seen] = repeats.get(seen, 0) + 1
+            fresh += repeats[seen] == 1
             if repeats[key] == 2 and isinstance(msg.content, str):
                 rewritten.append(msg.model_copy(update={"content": msg.content + REPEAT_HINT}))
             elif repeats[key] >= 3:
                 force = "repeat"
+        turn = state.get("turn_number", 0)
+        known = state.get("citations") or []
+        cited = citations_from(results, turn)
+        stale = state.get("stale_rounds", 0) + 1 if is_stale_round(cited, known, fresh) else 0
+        if stale >= self.settings.stagnation_rounds and force is None:
+            force = "stagnation"
         breakers = updated_breakers(
             state.get("breakers") or {}, results, state.get("turn_number", 0), self.settings
         )
@@ -168,6 +178,8 @@ class CoreNodes:
             "repeats": repeats,
             "breakers": breakers,
             "force_answer": force,
+            "stale_rounds": stale,
+            "citations": cited,
         }
         if rewritten:
             update["messages"] = rewritten

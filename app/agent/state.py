@@ -8,6 +8,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
 
 from app.agent.cache import CacheEntry
+from app.agent.citations import Citation, merge_citations
 
 
 class Breaker(TypedDict):
@@ -28,10 +29,12 @@ class AgentState(TypedDict, total=False):
     turn_tool_calls: dict[str, int]  # calls per tool in the current turn
     repeats: dict[str, int]  # (tool, args, result) fingerprint -> times seen this turn
     breakers: dict[str, Breaker]
-    force_answer: Literal["repeat", "budget"] | None
+    force_answer: Literal["repeat", "budget", "stagnation"] | None
     confirmation: Literal["approve", "reject"] | None
     tool_cache: dict[str, CacheEntry]
     cache_stats: dict[str, int]  # hits and misses this turn
+    citations: Annotated[list[Citation], merge_citations]
+    stale_rounds: int  # tool rounds this turn that added nothing new
 
 
 def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
@@ -44,4 +47,5 @@ def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
         "force_answer": None,
         "confirmation": None,
         "cache_stats": {"hits": 0, "misses": 0},
+        "stale_rounds": 0,
     }

@@ -100,6 +100,7 @@ class ThreadState(BaseModel):
     verified_user_id: str | None = None
     handed_off: bool = False
     breakers: dict[str, Any]
+    citations: list[dict[str, Any]] = []
     created_at: str | None
 
 

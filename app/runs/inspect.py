@@ -54,6 +54,7 @@ class ThreadInspector:
             "verified_user_id": verified,
             "handed_off": bool(values.get("handed_off")),
             "breakers": values.get("breakers", {}),
+            "citations": values.get("citations", []),
             "created_at": snapshot.created_at,
         }
         pending = [

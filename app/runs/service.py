@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
+from app.agent.citations import turn_citations
 from app.agent.context import AgentContext
 from app.agent.graph import Graph, run_config
 from app.api.auth import Principal
@@ -163,6 +164,11 @@ class RunService:
             snapshot = await self.graph.aget_state(config)
             checkpoint_id = snapshot.config["configurable"].get("checkpoint_id")
             status = "interrupted" if snapshot.interrupts else "completed"
+            cited = turn_citations(
+                snapshot.values.get("citations") or [], snapshot.values.get("turn_number", 0)
+            )
+            if cited and status == "completed":
+                await run.queue.put(("citations", {"citations": [dict(c) for c in cited]}))
             messages = snapshot.values.get("messages", [])
             await self.repo.touch_thread(run.thread_id, title=title, message_count=len(messages))
         except (openai.APIError, openai.APITimeoutError) as error:

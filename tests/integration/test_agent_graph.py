@@ -494,3 +494,44 @@ class TestReflection:
             if "calls this turn" in str(m.get("content"))
         )
         assert note.startswith("You have made 5 calls this turn.")
+
+
+class TestCitations:
+    async def test_articles_read_become_citations_of_the_turn(
+        self, conversation: Conversation, model_server: ScriptedModelServer, shop: Any
+    ) -> None:
+        from app.help.repository import sync_help_articles
+
+        await sync_help_articles(shop)
+
+        def read_first_hit(request: ChatRequest) -> Reply:
+            hits = request.pending_tool_results()[0].json()["results"]
+            return Reply.call("get_help_article", article_id=hits[0]["id"])
+
+        model_server.use(
+            Script(
+                [
+                    Reply.call("search_help_center", query="how long do refunds take"),
+                    read_first_hit,
+                    Reply.say("Refunds to a card take a few business days."),
+                ]
+            )
+        )
+        values = await conversation.say("how long do refunds take?")
+        (citation,) = values["citations"]
+        assert citation["id"] == "refund-timing"
+        assert citation["turn"] == 1 and citation["title"] and citation["snippet"]
+
+    async def test_stagnation_ends_the_turn(
+        self, conversation: Conversation, model_server: ScriptedModelServer, shop: Any
+    ) -> None:
+        # different arguments, the same answer: rounds 2-4 add nothing new, so the model is
+        # told to answer and gets no tools for its next call
+        rounds = [Reply.call("calculate", expression=e) for e in ("1+1", "2*1", "4/2", "3-1")]
+        model_server.use(Script([*rounds, Reply.say("Here you go.")]))
+        values = await conversation.say("estimate")
+        assert values["force_answer"] == "stagnation"
+        assert values["stale_rounds"] == 3
+        assert not model_server.requests[-1].tools
+        assert final_text(values) == "Here you go."
+        assert len(model_server.requests) == 5

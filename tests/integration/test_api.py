@@ -450,3 +450,34 @@ class TestDisconnect:
         state = (await client.get("/threads/dc/state", headers=h)).json()
         assert [m["role"] for m in state["messages"]] == ["user", "assistant", "user", "assistant"]
         assert state["messages"][1]["content"].startswith("word word")
+
+
+class TestCitationsEvent:
+    async def test_policy_answer_sends_citations_before_done(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        from app.help.repository import sync_help_articles
+
+        await sync_help_articles(shop)
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_help_article", article_id="refund-timing"),
+                    Reply.say("Card refunds take a few business days [refund-timing]."),
+                ]
+            )
+        )
+        h = server.headers(NOAH)
+        events = await stream(client, "/threads/cite/messages", {"content": "refund time?"}, h)
+        names = [e[0] for e in events]
+        assert names[-2:] == ["citations", "done"]
+        (citation,) = events[-2][2]["citations"]
+        assert citation["id"] == "refund-timing" and citation["title"]
+        state = (await client.get("/threads/cite/state", headers=h)).json()
+        assert [c["id"] for c in state["citations"]] == ["refund-timing"]
+        page = await client.get("/help/refund-timing")
+        assert page.status_code == 200 and citation["title"] in page.text
