@@ -231,3 +231,40 @@ class TestGuest:
         assert f"Order {PENDING} is pending." in answered.text
         state = await client.get(f"/threads/{chat.id}/state", headers=chat.headers)
         assert state.json()["verified_user_id"] == NOAH
+
+
+class TestOtherChanges:
+    async def test_address_change_reaches_the_tool_with_parsed_fields(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        chat = session(client, app, NOAH)
+        asked = await chat.say(
+            f"Change the address of {PENDING} to 123 Main St, Apt 4, Austin, TX, USA, 78701"
+        )
+        assert asked.status == "interrupted"
+        done = await chat.decide("approve")
+        assert "will now ship to 123 Main St, Apt 4, Austin, TX 78701, USA" in done.text
+        row = await fetch_one(shop, "SELECT city, zip FROM orders WHERE id = %s", PENDING)
+        assert row == {"city": "Austin", "zip": "78701"}
+
+    async def test_return_everything_to_the_original_payment_method(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        chat = session(client, app, NOAH)
+        asked = await chat.say("I'd like to return everything from #W7678072")
+        assert [name for name, _ in asked.calls] == [
+            "get_order_details",
+            "return_delivered_order_items",
+        ]
+        assert asked.calls[1][1]["payment_method_id"] == "credit_card_7815826"
+        done = await chat.decide("approve")
+        assert "return of T-Shirt, Hiking Boots" in done.text and "239.94" in done.text
+        assert await order_status(shop, "#W7678072") == "return requested"
+
+    async def test_transfer_to_a_human(self, client: httpx.AsyncClient, app: DemoApp) -> None:
+        chat = session(client, app, NOAH)
+        asked = await chat.say("转人工")
+        assert [name for name, _ in asked.calls] == ["transfer_to_human_agents"]
+        done = await chat.decide("approve") if asked.status == "interrupted" else asked
+        assert "已为您转接人工客服" in done.text
+        assert "人工客服已接手" in (await chat.say("还在吗？")).text
