@@ -81,6 +81,7 @@ async def build_services(
             runs=runs,
             inspector=ThreadInspector(graph, locks, repo),
             repo=repo,
+            store=store,
             model_label=label,
         )
 

@@ -9,7 +9,7 @@ from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
 from app.api.middleware import BodyLimit, RequestId
-from app.api.routes import auth, health, help, messages, threads
+from app.api.routes import auth, health, help, memory, messages, threads
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.lifespan import lifespan_for
@@ -26,7 +26,8 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         lifespan=lifespan_for(settings, model),
     )
     install_error_handlers(app)
-    for router in (health.router, auth.router, threads.router, messages.router, help.router):
+    routers = (health, auth, threads, messages, memory, help)
+    for router in (r.router for r in routers):
         app.include_router(router)
     if (STATIC_DIR / "index.html").exists():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import Runnable
@@ -35,6 +36,9 @@ from app.agent.routing import (
 from app.agent.state import AgentState, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
+from app.memory.store import list_preferences, preferences_prompt
+
+log = structlog.get_logger(__name__)
 
 BUDGET_SPENT = (
     "I'm sorry, this is taking me longer than it should. Here is where things stand: I could "
@@ -102,6 +106,9 @@ class CoreNodes:
         system = system_prompt(
             runtime.context, state.get("verified_user_id"), handed_off=bool(state.get("handed_off"))
         )
+        remembered = await self._preferences(runtime, state)
+        if remembered:
+            system = SystemMessage(content=f"{system.content}\n{remembered}")
         forced = state.get("force_answer") is not None
         if forced:
             system = SystemMessage(content=f"{system.content}\n{BUDGET_NOTE}")
@@ -115,6 +122,17 @@ class CoreNodes:
         if forced and isinstance(response, AIMessage) and response.tool_calls:
             response = response.model_copy(update={"tool_calls": []})
         return {"messages": [response], "turn_steps": steps + 1}
+
+    async def _preferences(self, runtime: Runtime[AgentContext], state: AgentState) -> str:
+        ctx = runtime.context
+        customer = ctx.user_id if ctx.role == "customer" else state.get("verified_user_id")
+        if customer is None or runtime.store is None:
+            return ""
+        try:
+            return preferences_prompt(await list_preferences(runtime.store, customer))
+        except Exception:  # memory is a nicety; a turn never fails for it
+            log.warning("could not read preferences")
+            return ""
 
     async def blocked(self, state: AgentState) -> dict[str, Any]:
         ai = last_ai(state)

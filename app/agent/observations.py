@@ -82,8 +82,8 @@ def _view(tool_name: str, value: Any, text: str) -> View:
 def _order(order: Mapping[str, Any]) -> View:
     items = _list(order.get("items"))
     payments = _list(order.get("payment_history"))
-    paid = _total(p for p in payments if p.get("transaction_type") == "payment")
-    refunded = _total(p for p in payments if p.get("transaction_type") == "refund")
+    paid = _total(p for p in payments if _kind(p) == "payment")
+    refunded = _total(p for p in payments if _kind(p) == "refund")
     methods = _unique(str(p.get("payment_method_id")) for p in payments if _kind(p) == "payment")
     label = f"Order {order.get('order_id')}: {order.get('status')}, {_count(items, 'item')}"
     if paid is not None:
@@ -132,7 +132,6 @@ def _customer(customer: Mapping[str, Any]) -> View:
     label = f"Customer {who}: {name}" if who else f"Customer {name}"
     label += f", {_count(methods, 'payment method')}, {_count(orders, 'order')}"
     lines = [Line(label)]
-    lines += _fields(customer, ("user_id",))
     if name:
         lines.append(Line(f"name: {name}"))
     lines += _fields(customer, ("email",))
@@ -173,7 +172,7 @@ def _product(product: Mapping[str, Any]) -> View:
     lines = [Line(label)]
     if keys:
         lines.append(Line(f"options: {' / '.join(keys)}"))
-    ordered = variants
+    ordered = available + [v for v in variants if not v.get("available")]
     entries = [_variant(v, keys) for v in ordered]
     lines += _numbered("variants (item_id: price; options)", entries, noun="variants")
     return View(lines, hint="ask the customer which options they want")
@@ -273,7 +272,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Decimal):
-        return f"{value:f}"
+        return f"{value:f}" if _modest(value) else str(value)
     if isinstance(value, (dict, list)):
         return json.dumps(value, default=str, ensure_ascii=False)
     return str(value)
@@ -286,7 +285,12 @@ def _decimal(value: Any) -> Decimal | None:
         number = Decimal(str(value))
     except InvalidOperation:
         return None
-    return number if number.is_finite() else None
+    return number if number.is_finite() and _modest(number) else None
+
+
+def _modest(number: Decimal) -> bool:
+    """Small enough to write out in full (1e999999 in fixed point is a megabyte)."""
+    return not number.is_finite() or abs(number.adjusted()) <= 30
 
 
 def _total(payments: Iterable[Mapping[str, Any]]) -> Decimal | None:

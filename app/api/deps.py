@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Request
+from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool
 
 from app.agent.threads import SESSION_ID_RE
@@ -23,6 +24,7 @@ class Services:
     runs: RunService
     inspector: ThreadInspector
     repo: RunRepository
+    store: BaseStore
     model_label: str  # "demo" or the configured model name
 
 

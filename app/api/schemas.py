@@ -120,5 +120,11 @@ class HistoryPage(BaseModel):
     next_cursor: str | None
 
 
+class PreferenceOut(BaseModel):
+    key: str
+    value: str
+    updated_at: str
+
+
 class ErrorBody(BaseModel):
     error: dict[str, str]

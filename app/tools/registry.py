@@ -13,6 +13,7 @@ from app.tools.delivered import delivered_write_tools
 from app.tools.handoff import handoff_write_tools
 from app.tools.help import help_read_tools
 from app.tools.identity import identity_read_tools, identity_write_tools
+from app.tools.memory import memory_tools
 from app.tools.orders import order_read_tools, order_write_tools
 from app.tools.products import product_read_tools
 from app.tools.shipping import arithmetic_tools
@@ -46,7 +47,7 @@ class ToolSet:
 
 def build_tools(pool: AsyncConnectionPool[Any]) -> ToolSet:
     read = [*identity_read_tools(pool), *order_read_tools(pool), *product_read_tools(pool)]
-    read += [*arithmetic_tools(), *help_read_tools(pool)]
+    read += [*arithmetic_tools(), *help_read_tools(pool), *memory_tools()]
     write = [
         *order_write_tools(pool),
         *delivered_write_tools(pool),

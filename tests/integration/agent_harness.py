@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 
@@ -79,6 +80,7 @@ def make_graph(
         checkpointer=AsyncPostgresSaver(pool),
         settings=settings,
         ledger=PostgresWriteLedger(pool),
+        store=AsyncPostgresStore(pool),
     )
 
 

@@ -481,3 +481,68 @@ class TestCitationsEvent:
         assert [c["id"] for c in state["citations"]] == ["refund-timing"]
         page = await client.get("/help/refund-timing")
         assert page.status_code == 200 and citation["title"] in page.text
+
+
+class TestMemory:
+    async def test_preference_is_remembered_injected_listed_and_forgotten(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+    ) -> None:
+        h = server.headers(NOAH)
+        await client.delete("/me/memory/refund_method", headers=h)
+        model_server.use(
+            Script(
+                [
+                    Reply.call("remember_preference", key="refund_method", value="gift card"),
+                    Reply.say("Noted: refunds to your gift card."),
+                ]
+            )
+        )
+        await client.post(
+            "/threads/mem1/messages",
+            json={"content": "always refund to my gift card please"},
+            headers=h,
+        )
+        # the next turn's prompt carries the preference, in a brand new thread too
+        model_server.use(hello("Hi!"))
+        await client.post("/threads/mem2/messages", json={"content": "hi"}, headers=h)
+        prompt = model_server.requests[-1].system_prompt
+        assert "refund_method: gift card" in prompt
+
+        listed = (await client.get("/me/memory", headers=h)).json()
+        assert [(p["key"], p["value"]) for p in listed] == [("refund_method", "gift card")]
+
+        # another customer sees nothing of it, and cannot delete it
+        mia = server.headers(MIA)
+        assert (await client.get("/me/memory", headers=mia)).json() == []
+        assert (await client.delete("/me/memory/refund_method", headers=mia)).status_code == 404
+        model_server.use(hello("Hello Mia"))
+        await client.post("/threads/mem3/messages", json={"content": "hi"}, headers=mia)
+        assert "refund_method" not in model_server.requests[-1].system_prompt
+
+        assert (await client.delete("/me/memory/refund_method", headers=h)).status_code == 204
+        assert (await client.get("/me/memory", headers=h)).json() == []
+
+    async def test_unverified_guest_cannot_store_memory(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+    ) -> None:
+        guest = server.headers("guest-abc", role="guest")
+        model_server.use(
+            Script(
+                [
+                    Reply.call("remember_preference", key="language", value="Chinese"),
+                    Reply.say("ok"),
+                ]
+            )
+        )
+        r = await client.post(
+            "/threads/g1/messages", json={"content": "answer in Chinese"}, headers=guest
+        )
+        tool = next(m for m in r.json()["messages"] if m["role"] == "tool")
+        assert tool["content"].startswith("Error:")
+        assert (await client.get("/me/memory", headers=guest)).json() == []
