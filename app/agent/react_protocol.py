@@ -195,16 +195,19 @@ def parse_reply(
     text: str, tool_names: Sequence[str], arg_names: Mapping[str, Sequence[str]]
 ) -> Parsed:
     """Read one model reply. `arg_names` maps each tool to its argument names
-    (`tool_arg_names`); it decides when a bare string may stand for the arguments."""
+    (`tool_arg_names`); it decides when a bare string may stand for the arguments.
+
+    An empty reply, or an empty Final Answer, is Unparseable: the customer would see nothing."""
     found = _first_marker(text)
     if found is None:
         answer, thought = _unmarked(text)
-        return FinalAnswer(text=answer, thought=thought)
+        return FinalAnswer(text=answer, thought=thought) if answer else Unparseable("empty reply")
     kind, label = found
     if kind == "final":
-        return FinalAnswer(
-            text=text[label.end() :].strip(), thought=_thought(text[: label.start()])
-        )
+        answer = text[label.end() :].strip()
+        if not answer:
+            return Unparseable("the Final Answer is empty")
+        return FinalAnswer(text=answer, thought=_thought(text[: label.start()]))
     if kind == "input":
         return Unparseable("an Action Input line came before any Action line")
     return _action(text, label, tool_names, arg_names)
