@@ -50,6 +50,10 @@ class Settings(BaseSettings):
 
     tool_cache_enabled: bool = True
     tool_cache_max_age_turns: int = Field(default=5, ge=1)
+    # Fold the oldest messages into a summary once the working list passes this many tokens,
+    # keeping about `summary_keep_tokens` of the newest ones.
+    summary_trigger_tokens: int = Field(default=4000, ge=100)
+    summary_keep_tokens: int = Field(default=1500, ge=50)
     stagnation_rounds: int = Field(default=3, ge=1)
     reflection_every: int = Field(default=5, ge=0)  # 0 disables the reflection note
 

@@ -18,6 +18,7 @@ from app.api.deps import Services
 from app.config import Settings
 from app.db.embedded import database_url
 from app.db.pool import open_pool
+from app.runs.archive import PgTranscriptArchive
 from app.runs.inspect import ThreadInspector
 from app.runs.locks import ThreadLocks
 from app.runs.repository import RunRepository
@@ -63,6 +64,7 @@ async def build_services(
         if model is None:
             model, label = await _chat_model(settings, stack)
         tools = build_tools(pool)
+        archive = PgTranscriptArchive(pool)
         graph = build_graph(
             model=model,
             read_tools=tools.read,
@@ -71,6 +73,7 @@ async def build_services(
             settings=settings,
             ledger=PostgresWriteLedger(pool),
             store=store,
+            archive=archive,
         )
         repo = RunRepository(pool)
         runs = RunService(graph, settings, checkpointer, locks, repo)
@@ -79,7 +82,7 @@ async def build_services(
             settings=settings,
             pool=pool,
             runs=runs,
-            inspector=ThreadInspector(graph, locks, repo),
+            inspector=ThreadInspector(graph, locks, repo, archive),
             repo=repo,
             store=store,
             model_label=label,

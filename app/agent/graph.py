@@ -25,6 +25,7 @@ from app.agent.nodes import CoreNodes
 from app.agent.ports import WriteLedger
 from app.agent.routing import Route, route_after_agent
 from app.agent.state import AgentState
+from app.agent.summary import Summarizer, TranscriptArchive
 from app.agent.tool_exec import WriteNodes, build_read_node
 from app.config import Settings
 
@@ -50,6 +51,7 @@ def build_graph(
     settings: Settings,
     ledger: WriteLedger,
     store: BaseStore | None = None,
+    archive: TranscriptArchive | None = None,
 ) -> Graph:
     all_tools = [*read_tools, *write_tools]
     names = [t.name for t in all_tools]
@@ -85,7 +87,7 @@ def build_graph(
         "agent",
         route,
         {
-            "__end__": END,
+            "__end__": "summarize" if archive is not None else END,
             "read_tools": "read_tools",
             "confirm": "confirm",
             "write_tools": "write_tools",
@@ -93,6 +95,9 @@ def build_graph(
         },
     )
     g.add_edge("confirm", "write_tools")
+    if archive is not None:
+        g.add_node("summarize", Summarizer(model=model, settings=settings, archive=archive))
+        g.add_edge("summarize", END)
     for node in ("read_tools", "write_tools", "blocked"):
         g.add_edge(node, "sanitize")
     g.add_edge("sanitize", "agent")

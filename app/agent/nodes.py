@@ -104,7 +104,10 @@ class CoreNodes:
         if steps >= self.settings.turn_step_budget:
             return {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
         system = system_prompt(
-            runtime.context, state.get("verified_user_id"), handed_off=bool(state.get("handed_off"))
+            runtime.context,
+            state.get("verified_user_id"),
+            handed_off=bool(state.get("handed_off")),
+            summary=state.get("summary"),
         )
         remembered = await self._preferences(runtime, state)
         if remembered:

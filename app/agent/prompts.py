@@ -29,7 +29,11 @@ BUDGET_NOTE = (
 
 
 def system_prompt(
-    context: AgentContext, verified_user_id: str | None, *, handed_off: bool = False
+    context: AgentContext,
+    verified_user_id: str | None,
+    *,
+    handed_off: bool = False,
+    summary: str | None = None,
 ) -> SystemMessage:
     customer = context.user_id if context.role == "customer" else verified_user_id
     identity = (
@@ -40,6 +44,8 @@ def system_prompt(
     text = POLICY.format(identity=identity)
     if handed_off:
         text += "\nThis conversation has been handed to a human agent; say so if asked."
+    if summary:
+        text += f"\nSummary of the earlier part of this conversation:\n{summary}"
     return SystemMessage(content=text)
 
 

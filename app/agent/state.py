@@ -35,6 +35,9 @@ class AgentState(TypedDict, total=False):
     cache_stats: dict[str, int]  # hits and misses this turn
     citations: Annotated[list[Citation], merge_citations]
     stale_rounds: int  # tool rounds this turn that added nothing new
+    summary: str | None  # what the folded-away messages said
+    archived_count: int  # messages moved to the transcript archive
+    summary_failures: int
 
 
 def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:

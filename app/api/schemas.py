@@ -101,6 +101,8 @@ class ThreadState(BaseModel):
     handed_off: bool = False
     breakers: dict[str, Any]
     citations: list[dict[str, Any]] = []
+    summary: str | None = None
+    view: Literal["transcript", "working"] = "transcript"
     created_at: str | None
 
 

@@ -2,11 +2,13 @@
 
 Two passes over the `search` column (see migration 0003):
 
-1. English: the query's stemmed words (`plainto_tsquery`), matched with OR. Articles are
-   ranked by how many of the words they contain, then by `ts_rank_cd`, so an article holding
-   every word comes first but one missing a word is still found.
-2. Only when that finds nothing (misspellings aside, mostly partial words and ids): every
-   word of the query as a prefix of the unstemmed words, `refun` finding "refunds".
+1. English: the query's stemmed words (`plainto_tsquery`), matched with OR, so an article
+   missing one word is still found. The score is `ts_rank_cd` times the share of the words
+   the article holds: ranking by that share first let one incidental word ("get") outrank
+   the article about the question.
+2. Only when that finds nothing (partial words, ids): every word of the query that is not a
+   stop word, as a prefix of the articles' unstemmed words, so `refun` finds "refunds".
+   No trigrams, so a misspelling still finds nothing.
 """
 
 from __future__ import annotations
@@ -38,23 +40,24 @@ _PREFIX_WORDS = """
 SELECT array(SELECT w FROM unnest(%s::text[]) AS w
              WHERE numnode(plainto_tsquery('english', w)) > 0) AS words
 """
-# `units` are tsquery texts: lexemes, or phrases of them. An article's coverage is how many
-# units it matches; `any` matches an article holding at least one.
+# `units` are tsquery texts: lexemes, or phrases of them. `any` matches an article holding at
+# least one; the score scales its rank by the share of units it holds.
 _SEARCH = """
 WITH units AS (SELECT unnest(%(units)s::text[])::tsquery AS unit),
      q AS (SELECT array_to_string(array(SELECT '(' || unit::text || ')' FROM units), ' | ')
-                  ::tsquery AS any)
+                  ::tsquery AS any,
+                  (SELECT count(*) FROM units) AS n)
 SELECT id, title, ts_headline(%(config)s::regconfig, body, q.any, %(headline)s) AS snippet
 FROM (
     SELECT a.id, a.title, a.body,
-           (SELECT count(*) FROM units WHERE a.search @@ units.unit) AS coverage,
-           ts_rank_cd(a.search, q.any) AS rank
+           ts_rank_cd(a.search, q.any)
+             * (SELECT count(*) FROM units WHERE a.search @@ units.unit) / q.n AS score
     FROM help_articles a, q
     WHERE a.search @@ q.any
-    ORDER BY coverage DESC, rank DESC, a.id
+    ORDER BY score DESC, a.id
     LIMIT %(limit)s
 ) AS best, q
-ORDER BY coverage DESC, rank DESC, id
+ORDER BY score DESC, id
 """
 
 

@@ -9,6 +9,7 @@ from langgraph.types import StateSnapshot
 
 from app.agent.graph import Graph
 from app.errors import NotFound, ThreadBusy, thread_not_found
+from app.runs.archive import PgTranscriptArchive
 from app.runs.locks import ThreadLocks
 from app.runs.repository import RunRepository
 from app.runs.views import message_view, shorten, text_of
@@ -29,7 +30,10 @@ def _checkpoint_id(config: RunnableConfig | None) -> str | None:
 
 
 class ThreadInspector:
-    def __init__(self, graph: Graph, locks: ThreadLocks, repo: RunRepository) -> None:
+    def __init__(
+        self, graph: Graph, locks: ThreadLocks, repo: RunRepository, archive: PgTranscriptArchive
+    ) -> None:
+        self.archive = archive
         self.graph = graph
         self.locks = locks
         self.repo = repo
@@ -68,17 +72,28 @@ class ThreadInspector:
         return view
 
     async def state(
-        self, thread_id: str, session_id: str, role: str, user_id: str, checkpoint_id: str | None
+        self,
+        thread_id: str,
+        session_id: str,
+        role: str,
+        user_id: str,
+        checkpoint_id: str | None,
+        *,
+        working: bool = False,
     ) -> dict[str, Any]:
+        """The full transcript (archive + working messages), or only the working window."""
         await self.require_thread(thread_id)
         snapshot = await self.graph.aget_state(_config(thread_id, checkpoint_id))
-        if (
-            checkpoint_id
-            and not snapshot.values
-            and snapshot.config == _config(thread_id, checkpoint_id)
-        ):
+        if checkpoint_id and snapshot.created_at is None:
             raise NotFound("checkpoint not found", code="checkpoint_not_found")
-        return self.state_view(snapshot, session_id, role, user_id)
+        view = self.state_view(snapshot, session_id, role, user_id)
+        values = snapshot.values or {}
+        view["summary"] = values.get("summary")
+        archived = int(values.get("archived_count", 0))
+        view["view"] = "working" if working else "transcript"
+        if archived and not working:
+            view["messages"] = [*await self.archive.read(thread_id, archived), *view["messages"]]
+        return view
 
     async def history(self, thread_id: str, limit: int, before: str | None) -> dict[str, Any]:
         await self.require_thread(thread_id)
@@ -165,5 +180,6 @@ class ThreadInspector:
             if checkpointer is not None and not isinstance(checkpointer, bool):
                 await checkpointer.adelete_thread(thread_id)
             await self.repo.delete_thread(thread_id)
+            await self.archive.delete(thread_id)
         finally:
             await self.locks.release(thread_id)

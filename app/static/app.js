@@ -67,6 +67,16 @@ class ChatApp {
     document.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) this.showSidebar(false);
     });
+    // An embedding site may hand over a (new) token later by changing the fragment.
+    window.addEventListener("hashchange", () => {
+      const token = embeddedToken();
+      if (token && token !== this.api.token) {
+        this.stopStream();
+        sessionStorage.removeItem(THREAD_KEY);
+        storeToken(token, "");
+        this.enter(token);
+      }
+    });
   }
 
   autosize() {

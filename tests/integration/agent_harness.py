@@ -19,6 +19,7 @@ from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
 from app.db.transfer import import_dir
 from app.fakellm import ScriptedModelServer
+from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from tests.fakes.fixtures import chat_model
 
@@ -81,6 +82,7 @@ def make_graph(
         settings=settings,
         ledger=PostgresWriteLedger(pool),
         store=AsyncPostgresStore(pool),
+        archive=PgTranscriptArchive(pool),
     )
 
 

@@ -7,7 +7,7 @@ import binascii
 import json
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -83,9 +83,17 @@ async def get_state(
     user: CurrentUser,
     services: ServicesDep,
     checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
+    view: Annotated[Literal["transcript", "working"], Query()] = "transcript",
 ) -> dict[str, Any]:
+    """`view=transcript` (default): every message the person saw, including those folded
+    into the summary; `view=working`: only the messages the agent still works with."""
     return await services.inspector.state(
-        thread_id(user.user_id, session_id), session_id, user.role, user.user_id, checkpoint_id
+        thread_id(user.user_id, session_id),
+        session_id,
+        user.role,
+        user.user_id,
+        checkpoint_id,
+        working=view == "working",
     )
 
 
