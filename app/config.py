@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     jwt_default_ttl_s: int = 3600
 
     write_confirmation: Literal["required", "off"] = "required"
+    # native: the model's own tool calling; react: a text Thought/Action protocol for models
+    # without it (small local models behind Ollama or llama.cpp).
+    tool_calling: Literal["native", "react"] = "native"
+    # How tool results are shown to the model (state always keeps the raw result).
+    observation_format: Literal["text", "json"] = "text"
     context_max_tokens: int = Field(default=6000, ge=200)
     turn_step_budget: int = Field(default=25, ge=1)
     breaker_failure_threshold: int = Field(default=3, ge=1)

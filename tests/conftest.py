@@ -34,7 +34,11 @@ def database_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
+    # Scripted model steps read tool results as JSON; the text rendering the model gets by
+    # default has its own tests (test_model_view.py).
+    return Settings(  # type: ignore[call-arg]
+        database_url=database_url, observation_format="json", _env_file=None
+    )
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
 from app.agent.context import AgentContext
-from app.agent.nodes import CoreNodes
+from app.agent.nodes import CoreNodes, TextProtocol
 from app.agent.ports import WriteLedger
 from app.agent.routing import Route, route_after_agent
 from app.agent.state import AgentState
@@ -62,6 +62,7 @@ def build_graph(
         settings=settings,
         ledger=ledger,
         write_names=write_names,
+        text_protocol=TextProtocol.for_tools(all_tools),
     )
     writes = WriteNodes(
         tools={t.name: t for t in all_tools},

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -20,8 +29,10 @@ from app.agent.cache import stored as cache_stored
 from app.agent.cache import tags_for as cache_tags
 from app.agent.citations import citations_from, is_stale_round
 from app.agent.context import AgentContext
+from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
+from app.agent.react_protocol import format_error_observation, render_tools_prompt, tool_arg_names
 from app.agent.repair import close_dangling
 from app.agent.routing import (
     BREAKER_OPEN,
@@ -37,6 +48,7 @@ from app.agent.state import AgentState, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
 from app.memory.store import list_preferences, preferences_prompt
+from app.runs.views import text_of
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +57,11 @@ BUDGET_SPENT = (
     "not finish your request in this reply. Could you tell me which part matters most, or "
     "shall I transfer you to a human colleague?"
 )
+FORMAT_GIVE_UP = (
+    "I'm sorry, I had trouble working that out. Could you rephrase your request, or shall I "
+    "transfer you to a human colleague?"
+)
+MAX_FORMAT_ERRORS = 2  # format corrections per turn for the text protocol
 REPEAT_HINT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
 
 
@@ -73,6 +90,19 @@ def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
     return message.model_copy(update={"tool_calls": repaired, "invalid_tool_calls": []})
 
 
+@dataclass(frozen=True)
+class TextProtocol:
+    """The tool list as text, for models without native tool calling."""
+
+    prompt: str
+    names: list[str]
+    arg_names: dict[str, list[str]]
+
+    @classmethod
+    def for_tools(cls, tools: Sequence[BaseTool]) -> TextProtocol:
+        return cls(render_tools_prompt(tools), [t.name for t in tools], tool_arg_names(tools))
+
+
 @dataclass
 class CoreNodes:
     model: BaseChatModel
@@ -80,6 +110,7 @@ class CoreNodes:
     settings: Settings
     ledger: WriteLedger
     write_names: frozenset[str]
+    text_protocol: TextProtocol
 
     async def start_turn(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         incoming = state.get("incoming")
@@ -103,28 +134,82 @@ class CoreNodes:
         steps = state.get("turn_steps", 0)
         if steps >= self.settings.turn_step_budget:
             return {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
-        system = system_prompt(
-            runtime.context,
-            state.get("verified_user_id"),
-            handed_off=bool(state.get("handed_off")),
-            summary=state.get("summary"),
-        )
-        remembered = await self._preferences(runtime, state)
-        if remembered:
-            system = SystemMessage(content=f"{system.content}\n{remembered}")
         forced = state.get("force_answer") is not None
-        if forced:
-            system = SystemMessage(content=f"{system.content}\n{BUDGET_NOTE}")
+        system = await self._system(state, runtime, forced=forced)
         window = model_window(system, state.get("messages") or [], self.settings.context_max_tokens)
+        if self.settings.observation_format == "text":
+            window = formatted(window)
         every = self.settings.reflection_every
         if every and steps and steps % every == 0:
             window.append(SystemMessage(content=reflection_note(steps)))
+        if self.settings.tool_calling == "react":
+            return await self._text_protocol_step(window, state, forced=forced)
         runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
         response = await runnable.ainvoke(window, get_config())
         response = with_invalid_calls_as_errors(response)
         if forced and isinstance(response, AIMessage) and response.tool_calls:
             response = response.model_copy(update={"tool_calls": []})
         return {"messages": [response], "turn_steps": steps + 1}
+
+    async def _system(
+        self, state: AgentState, runtime: Runtime[AgentContext], *, forced: bool
+    ) -> SystemMessage:
+        parts = [
+            str(
+                system_prompt(
+                    runtime.context,
+                    state.get("verified_user_id"),
+                    handed_off=bool(state.get("handed_off")),
+                    summary=state.get("summary"),
+                ).content
+            )
+        ]
+        remembered = await self._preferences(runtime, state)
+        if remembered:
+            parts.append(remembered)
+        if self.settings.tool_calling == "react":
+            parts.append(self.text_protocol.prompt)
+        if forced:
+            parts.append(BUDGET_NOTE)
+        return SystemMessage(content="\n".join(parts))
+
+    async def _text_protocol_step(
+        self, window: list[BaseMessage], state: AgentState, *, forced: bool
+    ) -> dict[str, Any]:
+        """One model step for a model without tool calling, with up to two format fixes."""
+        script = as_text_script(window)
+        steps = state.get("turn_steps", 0)
+        errors = state.get("format_errors", 0)
+        usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+        while True:
+            reply = await self.model.ainvoke(script, get_config())
+            steps += 1
+            for k, v in (getattr(reply, "usage_metadata", None) or {}).items():
+                if k in usage and isinstance(v, int):
+                    usage[k] += v
+            text = text_of(reply)
+            parsed = from_text_reply(text, self.text_protocol.names, self.text_protocol.arg_names)
+            if isinstance(parsed, AIMessage):
+                if forced and parsed.tool_calls:
+                    parsed = AIMessage(
+                        content=BUDGET_SPENT, additional_kwargs=parsed.additional_kwargs
+                    )
+                message = parsed.model_copy(update={"id": reply.id, "usage_metadata": usage})
+                return {"messages": [message], "turn_steps": steps, "format_errors": errors}
+            errors += 1
+            if errors > MAX_FORMAT_ERRORS or steps >= self.settings.turn_step_budget:
+                give_up = AIMessage(
+                    content=FORMAT_GIVE_UP,
+                    id=reply.id,
+                    additional_kwargs={RAW_KEY: text},
+                    usage_metadata=usage,
+                )
+                return {"messages": [give_up], "turn_steps": steps, "format_errors": errors}
+            script = [
+                *script,
+                AIMessage(content=text),
+                HumanMessage(content=format_error_observation(parsed.reason)),
+            ]
 
     async def _preferences(self, runtime: Runtime[AgentContext], state: AgentState) -> str:
         ctx = runtime.context

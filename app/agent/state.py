@@ -38,6 +38,7 @@ class AgentState(TypedDict, total=False):
     summary: str | None  # what the folded-away messages said
     archived_count: int  # messages moved to the transcript archive
     summary_failures: int
+    format_errors: int  # text-protocol replies this turn that could not be read
 
 
 def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
@@ -51,4 +52,5 @@ def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
         "confirmation": None,
         "cache_stats": {"hits": 0, "misses": 0},
         "stale_rounds": 0,
+        "format_errors": 0,
     }

@@ -80,6 +80,7 @@ class MessageView(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     status: str | None = None
+    thought: str | None = None
 
 
 class TurnResult(BaseModel):

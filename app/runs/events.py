@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 
+from app.agent.react_protocol import FinalAnswerFilter
 from app.runs.views import shorten, text_of
 
 TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})
@@ -39,17 +40,20 @@ class TurnRecorder:
     output_tokens: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    # TOOL_CALLING=react: only the Final Answer part of the model's text is the customer's
+    text_protocol: bool = False
+    filters: dict[str, FinalAnswerFilter] = field(default_factory=dict)
     pending: list[dict[str, Any]] | None = None
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[Event]:
         if mode == "messages":
             message, meta = chunk
-            if (
-                isinstance(message, AIMessageChunk)
-                and meta.get("langgraph_node") == "agent"
-                and (text := text_of(message))
-            ):
-                yield "token", {"text": text}
+            if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "agent":
+                text = text_of(message)
+                if self.text_protocol:
+                    text = self.filters.setdefault(message.id or "", FinalAnswerFilter()).feed(text)
+                if text:
+                    yield "token", {"text": text}
             return
         if mode != "updates" or not isinstance(chunk, dict):
             return
@@ -66,6 +70,9 @@ class TurnRecorder:
                     self.added[message.id] = message
                 if node == "agent" and isinstance(message, AIMessage):
                     self._count_usage(message)
+                    pending = self.filters.pop(message.id or "", None)
+                    if pending is not None and (rest := pending.flush()):
+                        yield "token", {"text": rest}
                     for call in message.tool_calls:
                         yield (
                             "tool_call",

@@ -139,7 +139,7 @@ class RunService:
         context = AgentContext(
             user_id=principal.user_id, role=principal.role, thread_id=run.thread_id
         )
-        recorder = TurnRecorder()
+        recorder = TurnRecorder(text_protocol=self.settings.tool_calling == "react")
         status = "failed"
         checkpoint_id: str | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
