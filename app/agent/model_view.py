@@ -23,6 +23,10 @@ from app.agent.react_protocol import (
     parse_reply,
 )
 
+# Tools whose results the model needs whole: an article body (cut at 2,000 by its tool) and
+# the variant list it must pick item ids from.
+OBSERVATION_LIMITS = {"get_help_article": 2400, "get_product_details": 4000}
+DEFAULT_LIMIT = 1500
 RAW_KEY = "react_raw"  # the model's own text for a step, kept for GET /state
 THOUGHT_KEY = "thought"
 
@@ -35,7 +39,9 @@ def formatted(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             raw, note = m.content, ""
             if CACHED_NOTE in raw:
                 raw, note = raw.split(CACHED_NOTE, 1)[0], CACHED_NOTE
-            text = format_observation(m.name or "", raw) + note
+            name = m.name or ""
+            limit = OBSERVATION_LIMITS.get(name, DEFAULT_LIMIT)
+            text = format_observation(name, raw, limit=limit) + note
             out.append(m.model_copy(update={"content": text}))
         else:
             out.append(m)
