@@ -86,7 +86,7 @@ class AppServer:
 
 @pytest.fixture(scope="session")
 def browser_settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, app_env="dev", _env_file=None)  # type: ignore[call-arg]
+    return Settings(database_url=database_url, app_env="dev", _env_file=None)
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +94,7 @@ def page_model(scripted_model_session: ScriptedModelServer) -> BaseChatModel | N
     """The model behind the page; None would mean the app's configured (demo) model."""
     return ChatOpenAI(
         base_url=scripted_model_session.base_url,
-        api_key="test",  # type: ignore[arg-type]
+        api_key="test",
         model="gpt-4o-mini",
         streaming=True,
         stream_usage=True,
@@ -115,7 +115,9 @@ def app_server(browser_settings: Settings, page_model: BaseChatModel | None) -> 
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[Browser]:
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"no Chromium at {CHROMIUM}: run `make browser-deps` (apt-get install chromium)")
+        pytest.fail(
+            f"no Chromium at {CHROMIUM}: run `make browser-deps` (apt-get install chromium)"
+        )
     async with async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b
@@ -162,12 +164,22 @@ async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
     return db
 
 
-@pytest.fixture
-async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
+@pytest.fixture(scope="session")
+async def shared_context(browser: Browser) -> AsyncIterator[BrowserContext]:
     ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
     ctx.set_default_timeout(TIMEOUT_MS)
     yield ctx
     await ctx.close()
+
+
+@pytest.fixture
+async def context(shared_context: BrowserContext) -> AsyncIterator[BrowserContext]:
+    """One browser context for the session (a new one costs a renderer start); each page
+    (tab) still has its own sessionStorage, so tests share nothing but the HTTP cache.
+    Pages a test opens are closed after it."""
+    yield shared_context
+    for p in shared_context.pages:
+        await p.close()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 from playwright.async_api import Page, expect
@@ -58,7 +59,7 @@ class TestSignInAndStreaming:
         final = "Your order #W0000001 is pending: it has not shipped yet"
         intermediate = [t for t in texts if final not in t or len(t) < len(ANSWER) - 20]
         assert len(set(intermediate)) >= 2, texts
-        assert all(len(a) < len(b) for a, b in zip(texts, texts[1:], strict=False)), texts
+        assert all(len(a) < len(b) for a, b in itertools.pairwise(texts)), texts
 
         await wait_until_idle(page)
         answer = assistant_messages(page).last

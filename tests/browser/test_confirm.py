@@ -71,7 +71,11 @@ class TestConfirmation:
         await ask_to_cancel(page)
         before = await f.snapshot(shop)
 
-        await page.get_by_test_id("decline").click()
+        # By keyboard: the card takes the focus on Approve; Tab moves to Decline.
+        await expect(page.get_by_test_id("approve")).to_be_focused()
+        await page.keyboard.press("Tab")
+        await expect(page.get_by_test_id("decline")).to_be_focused()
+        await page.keyboard.press("Enter")
         await expect(assistant_messages(page).last).to_have_text(
             "Alright, I left your order as it is."
         )
@@ -90,7 +94,9 @@ class TestConfirmation:
         await ask_to_cancel(page)
         await page.reload()
         card = page.get_by_test_id("confirm-card")
-        await expect(card.get_by_test_id("pending-summary")).to_contain_text(f"Cancel order {PENDING}")
+        await expect(card.get_by_test_id("pending-summary")).to_contain_text(
+            f"Cancel order {PENDING}"
+        )
         await card.get_by_test_id("approve").click()
         await expect(assistant_messages(page).last).to_have_text(
             f"Done: order {PENDING} is cancelled."

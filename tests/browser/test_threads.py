@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from playwright.async_api import Page, expect
+from playwright.async_api import Locator, Page, expect
 
 from app.fakellm import Reply, Script, ScriptedModelServer
 from tests.browser.conftest import SARA
 from tests.browser.pages import (
     ask,
     assistant_messages,
-    send,
     sign_in,
     user_messages,
     wait_until_idle,
 )
 
 
-def thread_items(page: Page):  # type: ignore[no-untyped-def]
+def thread_items(page: Page) -> Locator:
     return page.get_by_test_id("thread-item")
 
 
@@ -135,7 +134,9 @@ class TestDebugDrawer:
         await page.get_by_test_id("toggle-debug").click()
         drawer = page.get_by_test_id("debug-drawer")
         await expect(drawer).to_be_visible()
-        await expect(drawer.get_by_test_id("debug-state")).to_contain_text('"content": "Second answer."')
+        await expect(drawer.get_by_test_id("debug-state")).to_contain_text(
+            '"content": "Second answer."'
+        )
         checkpoints = drawer.get_by_test_id("checkpoint")
         await expect(checkpoints.first).to_be_visible()
         # The newest checkpoint that ends with the first answer: rewind there.
