@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from alembic import context
 from sqlalchemy import create_engine, text
 
@@ -15,8 +17,14 @@ assert url, "sqlalchemy.url must be set by app.db.migrate"
 engine = create_engine(url)
 with engine.connect() as connection:
     # Session-level lock, taken before alembic reads the version table, so two replicas
-    # starting at once apply migrations one after the other instead of racing.
-    connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+    # starting at once apply migrations one after the other instead of racing. Polled rather
+    # than waited on: a session blocked inside pg_advisory_lock holds a snapshot, and the
+    # checkpointer's CREATE INDEX CONCURRENTLY in another replica would wait for it forever.
+    while not connection.execute(
+        text("SELECT pg_try_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
+    ).scalar():
+        connection.commit()
+        time.sleep(0.2)
     connection.commit()
     try:
         context.configure(connection=connection, transactional_ddl=True)

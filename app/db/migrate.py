@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -44,15 +46,35 @@ def current_revision(url: str) -> str | None:
         engine.dispose()
 
 
+SETUP_LOCK_KEY = 727_002
+LOCK_POLL_S = 0.2
+LOCK_POLLS = 1500  # five minutes
+
+
+async def _try_lock(conn: AsyncConnection[Any], key: int) -> bool:
+    cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (key,))
+    row = await cur.fetchone()
+    return bool(row and row["ok"])
+
+
+async def _lock_polling(conn: AsyncConnection[Any], key: int) -> None:
+    for _ in range(LOCK_POLLS):
+        if await _try_lock(conn, key):
+            return
+        await asyncio.sleep(LOCK_POLL_S)
+    raise TimeoutError("another replica has held the setup lock for too long")
+
+
 async def setup_langgraph(url: str) -> None:
     """Create the checkpointer and store tables. Their DDL needs autocommit."""
     async with await AsyncConnection.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        await conn.execute("SELECT pg_advisory_lock(727002)")
+        # Polled, not waited on: see migrations/env.py (CREATE INDEX CONCURRENTLY).
+        await _lock_polling(conn, SETUP_LOCK_KEY)
         try:
             await AsyncPostgresSaver(conn).setup()
             await AsyncPostgresStore(conn).setup()
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(727002)")
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
 
 async def migrate(url: str) -> None:
