@@ -240,6 +240,7 @@ class ChatApp {
         const created = await this.api.createThread();
         if (this.running !== run) return;
         this.setThread(created.id);
+        this.refreshThreads(); // the new conversation shows in the sidebar at once
       } catch (error) {
         this.finishRun(run);
         this.restoreDraft(text);
@@ -308,6 +309,7 @@ class ChatApp {
         else if (type === "tool_call") this.view.toolCall(data);
         else if (type === "tool_result") this.view.toolResult(data);
         else if (type === "interrupt") this.view.interrupt(data);
+        else if (type === "citations") this.view.citations(data?.citations);
         else if (type === "error") failure = data?.message || FAILED;
         else if (type === "done") done = data;
       }

@@ -48,8 +48,20 @@ export class ChatView {
       this.showEmpty();
       return;
     }
+    // Citations belong to a turn: the n-th user message and everything up to the next one.
+    const cited = new Map();
+    for (const c of state?.citations || []) {
+      if (!cited.has(c.turn)) cited.set(c.turn, []);
+      cited.get(c.turn).push(c);
+    }
+    let turn = 0;
+    const endTurn = () => {
+      if (cited.has(turn)) this.citations(cited.get(turn));
+    };
     for (const m of messages) {
       if (m.role === "user") {
+        endTurn();
+        turn += 1;
         this.addUser(m.content, m.id);
       } else if (m.role === "assistant") {
         if (m.content) this.addAssistant(m.content);
@@ -63,7 +75,13 @@ export class ChatView {
         });
       }
     }
+    endTurn();
     if (state.pending?.length) this.interrupt({ pending: state.pending });
+    if (state.handed_off) {
+      this.notice("This conversation has been handed over to a human agent, who will follow up.", {
+        kind: "info",
+      });
+    }
     this.scrollToEnd(true);
   }
 
@@ -290,6 +308,41 @@ export class ChatView {
     this.log.append(card);
     this.scrollToEnd(true);
     buttons[0].focus({ preventScroll: true });
+  }
+
+  /** The help articles an answer is based on, as links to their pages. */
+  citations(list) {
+    if (!list?.length) return;
+    this.endBubble();
+    this.log.append(
+      h(
+        "aside",
+        { class: "sources", dataset: { testid: "sources" }, "aria-label": "Sources" },
+        h("span", { class: "sources-label" }, "Sources:"),
+        h(
+          "ul",
+          {},
+          list.map((c) =>
+            h(
+              "li",
+              {},
+              h(
+                "a",
+                {
+                  href: `/help/${encodeURIComponent(c.id)}`,
+                  target: "_blank",
+                  rel: "noopener",
+                  title: c.snippet || null,
+                  dataset: { testid: "source-link" },
+                },
+                c.title || c.id,
+              ),
+            ),
+          ),
+        ),
+      ),
+    );
+    this.scrollToEnd();
   }
 
   /** A message about the conversation; `retry` adds a Retry button. */

@@ -25,6 +25,9 @@ const LABELS = {
   return_delivered_order_items: (a) => `Requesting a return for ${orderRef(a)} …`,
   exchange_delivered_order_items: (a) => `Requesting an exchange for ${orderRef(a)} …`,
   transfer_to_human_agents: () => "Handing over to a human agent …",
+  search_help_center: () => "Searching the help centre …",
+  get_help_article: () => "Reading a help article …",
+  remember_preference: () => "Noting your preference …",
 };
 
 export function toolLabel(name, args) {

@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.config import Settings
 from app.domain.models import Product, Variant
 from app.fakellm import ScriptedModelServer
+from app.help.repository import sync_help_articles
 from app.main import STATIC_DIR, create_app
 from tests import factories as f
 
@@ -134,7 +135,8 @@ def xss_product() -> Product:
 
 @pytest.fixture
 async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
-    """Sara with a pending and a delivered order; Eve, whose name and order hold HTML."""
+    """Sara with a pending and a delivered order; Eve, whose name and order hold HTML; the
+    shipped help articles."""
     bottle, lamp, evil = f.bottle(), f.lamp(), xss_product()
     await f.seed(
         db,
@@ -161,6 +163,7 @@ async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
             ),
         ),
     )
+    await sync_help_articles(db)
     return db
 
 

@@ -92,3 +92,29 @@ class TestSignInAndStreaming:
         await expect(assistant_messages(page)).to_have_text("Noted.")
         await expect(box).to_have_value("")
         assert model_server.requests[-1].last_user_text() == "line one\nline two"
+
+
+class TestSources:
+    async def test_an_answer_from_a_help_article_links_to_it(
+        self, page: Page, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_help_article", article_id="refund-timing"),
+                    Reply.say("Refunds to a card take 5-7 business days."),
+                ]
+            )
+        )
+        await sign_in(page, SARA)
+        await send(page, "How long do refunds take?")
+        await expect(page.get_by_test_id("tool-label")).to_have_text("Reading a help article …")
+        await wait_until_idle(page)
+        link = page.get_by_test_id("sources").get_by_test_id("source-link")
+        await expect(link).to_have_attribute("href", "/help/refund-timing")
+        await expect(link).not_to_be_empty()
+        # Sources stay with their answer when the thread is shown again.
+        await page.reload()
+        await expect(page.get_by_test_id("source-link")).to_have_attribute(
+            "href", "/help/refund-timing"
+        )
