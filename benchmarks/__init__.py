@@ -1,0 +1,1 @@
+"""Reproducible measurements of the service; `make bench` writes benchmarks/RESULTS.md."""

@@ -1,0 +1,71 @@
+"""How much each section runs: the full `make bench`, and `--quick` for a smoke run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    overhead_reps: int  # item 1: repeated runs of paired turns
+    overhead_turns: int
+    levels: tuple[int, ...]  # item 2, instant model: concurrent customers
+    level_reps: dict[int, int]  # repeated runs per level (ours and peer alternating)
+    min_turns: int  # turns per run at least (3 per customer at least)
+    realistic_levels: tuple[int, ...]
+    realistic_reps: int
+    long_levels: tuple[int, ...]  # item 3: messages of history
+    long_threads: int  # measured turns (one per thread) per level
+    long_pg_stats: bool  # count statements via pg_stat_* (needs ~12 s of quiet per read)
+    hold_streams: int  # item 4
+    ceiling_reps: int  # item 5a
+    ceiling_customers: int
+    pgbench_seconds: int  # item 5b
+    profile_s: int  # py-spy seconds (0: no profile)
+    variant_reps: int  # proposed-fix variant at the same load (0: skip)
+    variant_levels: tuple[int, ...] = (32,)
+    warmup_turns: int = 12
+    turns_per_conversation: int = 3
+
+
+FULL = Plan(
+    name="full",
+    overhead_reps=4,
+    overhead_turns=15,
+    levels=(1, 8, 32, 128),
+    level_reps={1: 3, 8: 2, 32: 3, 128: 2},
+    min_turns=30,
+    realistic_levels=(32,),
+    realistic_reps=2,
+    long_levels=(4, 40, 400),
+    long_threads=4,
+    long_pg_stats=True,
+    hold_streams=200,
+    ceiling_reps=2,
+    ceiling_customers=32,
+    pgbench_seconds=10,
+    profile_s=20,
+    variant_reps=3,
+)
+
+QUICK = Plan(
+    name="quick",
+    overhead_reps=2,
+    overhead_turns=6,
+    levels=(1, 32),
+    level_reps={1: 1, 32: 1},
+    min_turns=12,
+    realistic_levels=(8,),
+    realistic_reps=1,
+    long_levels=(4, 40, 400),
+    long_threads=1,
+    long_pg_stats=False,
+    hold_streams=50,
+    ceiling_reps=1,
+    ceiling_customers=32,
+    pgbench_seconds=3,
+    profile_s=0,
+    variant_reps=0,
+    warmup_turns=4,
+)

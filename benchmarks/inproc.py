@@ -1,0 +1,167 @@
+"""The compiled graph run in-process, no HTTP: a separate process like the load generator.
+
+    python -m benchmarks.inproc --checkpointer postgres|memory --customers N --total-turns N
+
+The graph is built exactly as the service builds it (app.agent.graph.build_graph with
+build_tools, the write ledger and ChatOpenAI against the same model server); only the
+checkpointer differs with `--checkpointer memory` (InMemorySaver: LangGraph's own cost).
+`--stream` runs `astream` with the service's stream modes instead of `ainvoke`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessageChunk, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg_pool import AsyncConnectionPool
+
+from app.agent.context import AgentContext
+from app.agent.graph import Graph, build_graph, run_config
+from app.agent.llm import build_chat_model
+from app.config import Settings
+from app.db.pool import open_pool
+from app.tools.registry import build_tools
+from benchmarks.loadgen import question
+
+try:  # the ledger moved between modules; build it the way app/lifespan.py does
+    from app.tools.registry import PostgresWriteLedger as WriteLedger
+except ImportError:  # pragma: no cover - older tree
+    from app.runs.ledger import PgWriteLedger as WriteLedger  # type: ignore[no-redef]
+
+
+@dataclass
+class InProcess:
+    graph: Graph
+    settings: Settings
+    pool: AsyncConnectionPool[Any]
+
+    async def turn(self, user_id: str, session: str, text: str, *, stream: bool) -> dict[str, Any]:
+        thread_id = f"{user_id}:{session}"
+        config = run_config(thread_id, self.settings)
+        context = AgentContext(user_id=user_id, role="customer", thread_id=thread_id)
+        message = HumanMessage(content=text, id=str(uuid.uuid4()))
+        wall = time.time()
+        t0 = time.perf_counter()
+        ttft: float | None = None
+        error: str | None = None
+        try:
+            if stream:
+                async for mode, chunk in self.graph.astream(
+                    {"incoming": message},
+                    config,
+                    context=context,
+                    stream_mode=["messages", "updates"],
+                    durability="sync",
+                ):
+                    if (
+                        ttft is None
+                        and mode == "messages"
+                        and isinstance(chunk[0], AIMessageChunk)
+                        and chunk[0].content
+                    ):
+                        ttft = (time.perf_counter() - t0) * 1000
+            else:
+                await self.graph.ainvoke(
+                    {"incoming": message}, config, context=context, durability="sync"
+                )
+        except Exception as exc:  # a benchmark counts failures, it does not stop on them
+            error = type(exc).__name__
+        latency = (time.perf_counter() - t0) * 1000
+        return {
+            "start": wall,
+            "latency_ms": latency,
+            "ttft_ms": ttft,
+            "ok": error is None,
+            "error": error,
+        }
+
+
+async def open_in_process(database_url: str, model_url: str, checkpointer: str) -> InProcess:
+    settings = Settings(
+        database_url=database_url,
+        openai_base_url=model_url,
+        openai_api_key="x",
+        write_confirmation="off",
+    )
+    pool = await open_pool(database_url, settings, name="inproc")
+    saver: Any = AsyncPostgresSaver(pool) if checkpointer == "postgres" else InMemorySaver()
+    tools = build_tools(pool)
+    graph = build_graph(
+        model=build_chat_model(settings),
+        read_tools=tools.read,
+        write_tools=tools.write,
+        checkpointer=saver,
+        settings=settings,
+        ledger=WriteLedger(pool),
+    )
+    return InProcess(graph, settings, pool)
+
+
+async def run(args: argparse.Namespace, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    target = await open_in_process(args.database_url, args.model_url, args.checkpointer)
+    results: list[dict[str, Any]] = []
+    started = 0
+
+    async def customer(index: int) -> None:
+        nonlocal started
+        user_id, order_id = pairs[index % len(pairs)]
+        conversation = 0
+        while started < args.total_turns:
+            session = f"{args.tag}-c{index}-n{conversation}"
+            for k in range(args.turns):
+                if started >= args.total_turns:
+                    return
+                started += 1
+                text = question(k, order_id)
+                results.append(await target.turn(user_id, session, text, stream=args.stream))
+            conversation += 1
+
+    try:
+        for i in range(args.warmup):  # connections, imports, first-call caches
+            user_id, order_id = pairs[i % len(pairs)]
+            await target.turn(user_id, f"{args.tag}-warm{i}", question(0, order_id), stream=True)
+        cpu0 = time.process_time()
+        t0 = time.time()
+        await asyncio.gather(*(customer(i) for i in range(args.customers)))
+        elapsed = time.time() - t0
+        cpu = time.process_time() - cpu0
+    finally:
+        await target.pool.close()
+    return {"started": t0, "elapsed_s": elapsed, "cpu_s": cpu, "turns": results}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.inproc")
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--model-url", required=True, help="the model server's /v1 URL")
+    parser.add_argument("--checkpointer", choices=["postgres", "memory"], default="postgres")
+    parser.add_argument("--stream", action="store_true", help="astream like the service")
+    parser.add_argument("--pairs", required=True)
+    parser.add_argument("--customers", type=int, default=1)
+    parser.add_argument("--turns", type=int, default=3, help="turns per conversation")
+    parser.add_argument("--total-turns", type=int, required=True)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--tag", default="inproc")
+    parser.add_argument("--out", required=True)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    pairs = [tuple(p) for p in json.loads(Path(args.pairs).read_text())]
+    result = asyncio.run(run(args, pairs))  # type: ignore[arg-type]
+    Path(args.out).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,489 @@
+"""Render a run's results.json as benchmarks/RESULTS.md.
+
+python -m benchmarks.report benchmarks/out/<stamp>/results.json [RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.stats import fmt, fmt_pair, median, p95
+
+FINDINGS = Path(__file__).parent / "FINDINGS.md"
+NA = "n/a"
+
+
+def _pool(runs: list[dict[str, Any]], key: str) -> list[float]:
+    return [v for r in runs for v in r.get(key, [])]
+
+
+def _load_cells(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    latency = _pool(runs, "latency_ms")
+    ttft = _pool(runs, "ttft_ms")
+    cpu = [r["server_cpu_ms_per_turn"] for r in runs if "server_cpu_ms_per_turn" in r]
+    other = [r["cpu"].get("other", 0) / max(r["cpu"].get("elapsed", 1), 1e-9) for r in runs]
+    return {
+        "tps": [r["turns_per_s"] for r in runs],
+        "tps_med": median([r["turns_per_s"] for r in runs]) if runs else float("nan"),
+        "lat50": median(latency),
+        "lat95": p95(latency),
+        "ttft50": median(ttft),
+        "ttft95": p95(ttft),
+        "errors": sum(r["errors"] for r in runs),
+        "turns": sum(r["turns"] for r in runs),
+        "cpu": cpu,
+        "other": other,
+        "runs": len(runs),
+    }
+
+
+def _load_table(table: dict[str, dict[str, list[dict[str, Any]]]]) -> list[str]:
+    lines = [
+        "| customers | system | runs | turns/s | turn p50 ms | turn p95 ms | TTFT p50 ms "
+        "| TTFT p95 ms | errors / turns | server CPU ms/turn | other load (cores) |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for customers, systems in table.items():
+        for name, runs in systems.items():
+            c = _load_cells(runs)
+            cells = [
+                customers,
+                name,
+                c["runs"],
+                fmt_pair(c["tps"]),
+                fmt(c["lat50"], 0),
+                fmt(c["lat95"], 0),
+                fmt(c["ttft50"], 0),
+                fmt(c["ttft95"], 0),
+                f"{c['errors']} / {c['turns']}",
+                fmt_pair(c["cpu"]),
+                fmt_pair(c["other"], 2),
+            ]
+            lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+    return lines
+
+
+def _ratio_lines(table: dict[str, dict[str, list[dict[str, Any]]]], a: str, b: str) -> list[str]:
+    lines = []
+    for customers, systems in table.items():
+        if a in systems and b in systems and systems[a] and systems[b]:
+            ca, cb = _load_cells(systems[a]), _load_cells(systems[b])
+            if cb["tps_med"]:
+                lines.append(
+                    f"- {customers} customers: {a} {ca['tps_med'] / cb['tps_med']:.2f}x the turns/s"
+                    f" of {b}; p95 turn latency {fmt(ca['lat95'], 0)} vs {fmt(cb['lat95'], 0)} ms."
+                )
+    return lines
+
+
+def _section_machine(r: dict[str, Any]) -> list[str]:
+    m = r["machine"]
+    pkgs = ", ".join(f"{k} {v}" for k, v in m["packages"].items())
+    pg = m["postgres_settings"]
+    load = m.get("load_before", {})
+    loadavg = ", ".join(f"{x:.2f}" for x in load.get("loadavg", []))
+    return [
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| date | {m['date']} |",
+        f"| CPU | {m['cores']} cores, {m['cpu_model']} |",
+        f"| memory | {m['memory_gib']} GiB |",
+        f"| Python | {m['python']} ({m['platform']}) |",
+        f"| Postgres | {m['postgres']} (the machine's server; fsync={pg.get('fsync')}, "
+        f"synchronous_commit={pg.get('synchronous_commit')}, "
+        f"shared_buffers={pg.get('shared_buffers')} x 8 kB, "
+        f"max_connections={pg.get('max_connections')}) |",
+        f"| packages | {pkgs} |",
+        f"| load before the run | load average {loadavg}; CPU busy "
+        f"{load.get('cpu_percent_1s', 0):.0f}% |",
+        f"| run | plan `{r['plan']}`, {r['duration_s'] / 60:.1f} minutes |",
+        "",
+        "Every process of the benchmark (Postgres, the model server, both services, the load",
+        "generator) shares these cores, and so does whatever else the machine runs: the"
+        " *other load* column",
+        "gives the CPU used meanwhile by processes that are not part of the benchmark (and not"
+        " Postgres),",
+        "in cores. Runs with a high other load are slower for reasons outside the code.",
+        "",
+    ]
+
+
+def _targets(r: dict[str, Any]) -> list[str]:
+    rows = []
+    inst = r.get("load", {}).get("instant", {}).get("32", {})
+    ours = _load_cells(inst["ours"]) if inst.get("ours") else None
+    peer = _load_cells(inst["peer"]) if inst.get("peer") else None
+    if ours and peer and peer["tps_med"]:
+        ratio = ours["tps_med"] / peer["tps_med"]
+        met = ratio >= 2 and ours["lat95"] <= peer["lat95"]
+        rows.append(
+            f"| instant model, 32 customers: >= 2x the peer's turns/s, equal or better p95 "
+            f"| {ratio:.2f}x ({ours['tps_med']:.1f} vs {peer['tps_med']:.1f} turns/s); p95 "
+            f"{fmt(ours['lat95'], 0)} vs {fmt(peer['lat95'], 0)} ms | {'yes' if met else 'no'} |"
+        )
+    ceiling = r.get("ceiling_a")
+    if ours and ceiling and ceiling["runs"]:
+        cap = median([x["turns_per_s"] for x in ceiling["runs"]])
+        share = ours["tps_med"] / cap if cap else 0
+        rows.append(
+            f"| >= 70% of ceiling (a), same graph in-process with InMemorySaver "
+            f"| {100 * share:.0f}% ({ours['tps_med']:.1f} of {cap:.1f} turns/s) "
+            f"| {'yes' if share >= 0.7 else 'no'} |"
+        )
+    over = r.get("overhead")
+    if over:
+        added = median([o["added_ms"] for o in over])
+        rows.append(
+            f"| service overhead per turn < 10 ms p50 | {added:.1f} ms "
+            f"(ratio {median([o['ratio'] for o in over]):.2f}) | {'yes' if added < 10 else 'no'} |"
+        )
+    long = r.get("long", {}).get("levels", {})
+    keys = sorted(long, key=int)
+    if len(keys) >= 2 and long[keys[0]]["latency_ms"] and long[keys[-1]]["latency_ms"]:
+        first, last = median(long[keys[0]]["latency_ms"]), median(long[keys[-1]]["latency_ms"])
+        ratio = last / first
+        rows.append(
+            f"| turn latency at {keys[-1]} messages within 1.3x of {keys[0]} messages "
+            f"| {ratio:.2f}x ({last:.0f} vs {first:.0f} ms p50) "
+            f"| {'yes' if ratio <= 1.3 else 'no'} |"
+        )
+    if not rows:
+        return []
+    return [
+        "## Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _section_overhead(r: dict[str, Any]) -> list[str]:
+    runs = r.get("overhead")
+    if not runs:
+        return []
+    n = runs[0]["http"]["n"]
+
+    def col(kind: str, key: str) -> str:
+        return fmt_pair([o[kind][key] for o in runs])
+
+    return [
+        "## 1. Our own cost per turn",
+        "",
+        "One order-lookup turn (model -> get_order_details -> model answer), instant model, one",
+        f"customer at a time. {len(runs)} runs of {n} turns; each turn is sent over HTTP + SSE to"
+        " the",
+        "service and then run on the same compiled graph in-process, on threads with identical"
+        " history,",
+        "from one client process (`benchmarks/overhead.py`), so all three paths see the same"
+        " machine load.",
+        "",
+        "| path | turn p50 ms | turn p95 ms |",
+        "|---|---:|---:|",
+        f"| HTTP + SSE through the service | {col('http', 'p50')} | {col('http', 'p95')} |",
+        f"| in-process `graph.ainvoke` (AsyncPostgresSaver on a pool, durability=sync) "
+        f"| {col('invoke', 'p50')} | {col('invoke', 'p95')} |",
+        f"| in-process `graph.astream` (the service's stream modes) "
+        f"| {col('astream', 'p50')} | {col('astream', 'p95')} |",
+        "",
+        f"- **Added by the service (p50 HTTP - p50 ainvoke): "
+        f"{fmt_pair([o['added_ms'] for o in runs])} ms**; ratio "
+        f"{fmt_pair([o['ratio'] for o in runs], 2)}.",
+        f"- Median of the per-turn paired differences: "
+        f"{fmt_pair([o['paired_diff_p50'] for o in runs])} ms; against `astream` instead of"
+        f" `ainvoke`: {fmt_pair([o['added_vs_astream_ms'] for o in runs])} ms.",
+        "",
+        "Cells are median / p95 over the runs of each run's figure.",
+        "",
+    ]
+
+
+def _section_load(r: dict[str, Any]) -> list[str]:
+    load = r.get("load", {})
+    if not load:
+        return []
+    profiles = r.get("profiles", {})
+    lines = [
+        "## 2. Throughput and latency under load",
+        "",
+        "Simulated customers each hold their own thread and conversations of 3 order-lookup turns",
+        "(model -> tool -> model), back to back, until the run's turns are done (at least 3 per",
+        "customer). The load generator is a separate process (`benchmarks/loadgen.py`, httpx +"
+        " httpx_sse)",
+        "that reads every stream to its end; ours and the peer run alternately (A/B, then B/A).",
+        "TTFT is the time to the first answer token. *turns/s* and *server CPU* are median /"
+        " p95 over",
+        "runs; latency and TTFT percentiles pool every turn of every run. *server CPU ms/turn* is"
+        " the",
+        "service process's CPU time divided by completed turns.",
+        "",
+    ]
+    for profile, table in load.items():
+        label = profiles.get(profile, {}).get("label", profile)
+        lines += [
+            f"### {label}",
+            "",
+            *_load_table(table),
+            "",
+            *_ratio_lines(table, "ours", "peer"),
+            "",
+        ]
+    return lines
+
+
+def _section_variant(r: dict[str, Any]) -> list[str]:
+    table = r.get("variant")
+    if not table:
+        return []
+    return [
+        "### Proposed fix, measured: checkpointer without its process-wide lock",
+        "",
+        "`variant` is our service started through `benchmarks/variant.py`, which patches",
+        "`AsyncPostgresSaver._cursor` to skip `self.lock` when the saver holds a connection pool"
+        " (each",
+        "operation then has its own pooled connection). Nothing else differs. Instant model.",
+        "",
+        *_load_table(table),
+        "",
+        *_ratio_lines(table, "variant", "ours"),
+        "",
+    ]
+
+
+def _section_long(r: dict[str, Any]) -> list[str]:
+    long = r.get("long")
+    if not long:
+        return []
+    lines = [
+        "## 3. Long threads",
+        "",
+        "Threads are built to 4, 40 and 400 messages by posting order-lookup turns (4 messages"
+        " each;",
+        f"build took {long['build_s']:.0f} s, {long['build_errors']} errors), then one more turn"
+        " is measured on",
+        "each thread, one at a time. Instant model. *Checkpoint bytes* is the sum of"
+        " `octet_length`",
+        "over the rows the turn added to `checkpoints` (checkpoint + metadata as text),"
+        " `checkpoint_blobs`",
+        "and `checkpoint_writes` (blob), per turn. *Input tokens* is the `done` event's",
+        "`usage.input_tokens`: both model calls of the turn added up (the trim budget",
+        "CONTEXT_MAX_TOKENS=6000 applies to each call's messages; the tool schemas come on top).",
+        "",
+        "| history (messages) | turns | turn p50 / p95 ms | TTFT p50 ms | checkpoint bytes/turn "
+        "(median / p95) | rows/turn ckpt+blobs+writes | input tokens/turn (max) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for level, e in sorted(long["levels"].items(), key=lambda kv: int(kv[0])):
+        rows = e["rows_per_turn"]
+        tokens = e["input_tokens"]
+        lines.append(
+            f"| {level} | {len(e['latency_ms'])} | {fmt(median(e['latency_ms']), 0)} / "
+            f"{fmt(p95(e['latency_ms']), 0)} | {fmt(median(e['ttft_ms']), 0)} | "
+            f"{fmt_pair(e['bytes_per_turn'], 0)} | {rows['checkpoints']:.1f} + "
+            f"{rows['blobs']:.1f} + {rows['writes']:.1f} | "
+            f"{fmt(median(tokens), 0) if tokens else NA} ({max(tokens) if tokens else NA}) |"
+        )
+    by_table = [
+        f"{level} messages: "
+        + ", ".join(f"{t} {v / 1024:.1f} KiB" for t, v in e["bytes_by_table"].items())
+        for level, e in sorted(long["levels"].items(), key=lambda kv: int(kv[0]))
+    ]
+    lines += ["", "Checkpoint bytes per turn by table: " + "; ".join(by_table) + ".", ""]
+    pg_levels = {k: v["pg"] for k, v in long["levels"].items() if "pg" in v}
+    if pg_levels:
+        lines += [
+            "SQL per turn, counted with `pg_stat_database` and `pg_stat_user_tables` deltas over"
+            " the",
+            "measured turns of each level (pg_stat_statements is not loaded here). Each read"
+            " waits 11.5 s so",
+            "every backend has published its counters; the benchmark's own statements are"
+            " subtracted.",
+            "`xact_commit` counts transactions: with autocommit each statement outside an explicit",
+            "transaction or pipeline is one, so it is a lower bound on statements.",
+            "",
+            "| history | xact_commit/turn | tuples inserted/turn | tuples updated/turn | "
+            "inserted into checkpoints / blobs / writes / runs / threads |",
+            "|---:|---:|---:|---:|---|",
+        ]
+        for level, pg in sorted(pg_levels.items(), key=lambda kv: int(kv[0])):
+            t = pg["tables_per_turn"]
+
+            def ins(name: str, t: dict[str, Any] = t) -> str:
+                return f"{t.get(name, {}).get('n_tup_ins', 0):.1f}"
+
+            lines.append(
+                f"| {level} | {pg['xact_commit_per_turn']:.1f} | "
+                f"{pg['tup_inserted_per_turn']:.1f} | {pg['tup_updated_per_turn']:.1f} | "
+                f"{ins('checkpoints')} / {ins('checkpoint_blobs')} / {ins('checkpoint_writes')}"
+                f" / {ins('runs')} / {ins('threads')} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _section_memory(r: dict[str, Any]) -> list[str]:
+    mem = r.get("memory")
+    if not mem:
+        return []
+    label = r.get("profiles", {}).get("slow", {}).get("label", "slow")
+    lines = [
+        "## 4. Memory with open SSE streams",
+        "",
+        f"All streams are started at once against the {label} model, so each stays open for"
+        " several",
+        "seconds. RSS is sampled every 50 ms; *RSS with N open* is the highest sample while the"
+        " most",
+        "streams were open at the same moment (from the client's open and close times).",
+        "",
+        "| system | streams | most open at once | idle RSS MiB | RSS with them open MiB | "
+        "per open stream KiB | peak RSS MiB | after MiB | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, m in mem.items():
+        lines.append(
+            f"| {name} | {m['streams']} | {m['max_open_at_once']} | {m['idle_mb']:.0f} | "
+            f"{m['rss_at_max_open_mb']:.0f} | {m['per_stream_kb']:.0f} | {m['peak_mb']:.0f} | "
+            f"{m['after_mb']:.0f} | {m['errors']} |"
+        )
+    return [*lines, ""]
+
+
+def _section_ceilings(r: dict[str, Any]) -> list[str]:
+    lines = ["## 5. Ceilings", ""]
+    inst = r.get("load", {}).get("instant", {})
+    ours32 = _load_cells(inst["32"]["ours"]) if inst.get("32", {}).get("ours") else None
+    a = r.get("ceiling_a")
+    if a and a["runs"]:
+        c = _load_cells(a["runs"])
+        lines += [
+            "**(a) LangGraph itself.** The same compiled graph (`build_graph`, same tools,"
+            " ChatOpenAI, the same",
+            f"model server) run in-process with `InMemorySaver`, {a['customers']} concurrent"
+            " customers, `astream`",
+            "with the service's stream modes, on the same machine: "
+            f"**{fmt_pair(c['tps'])} turns/s** (turn p50 {fmt(c['lat50'], 0)} ms,"
+            f" p95 {fmt(c['lat95'], 0)} ms; process CPU {fmt_pair(c['cpu'])} ms/turn).",
+        ]
+        if ours32 and c["tps_med"]:
+            lines.append(
+                f"Ours at 32 customers: {ours32['tps_med']:.1f} turns/s ="
+                f" **{100 * ours32['tps_med'] / c['tps_med']:.0f}% of ceiling (a)**."
+            )
+        lines.append("")
+    b = r.get("ceiling_b")
+    if b:
+        if "tps" not in b:
+            lines += [f"**(b) Postgres.** skipped: {b.get('skipped')}", ""]
+        else:
+            lines += [
+                f"**(b) Postgres.** `{b['command']}` with insert.sql = `{b['sql'].strip()}`:",
+                f"**{b['tps']:,.0f} commits/s**.",
+            ]
+            pg4 = r.get("long", {}).get("levels", {}).get("4", {}).get("pg")
+            if pg4:
+                per_turn = pg4["xact_commit_per_turn"]
+                cap = b["tps"] / per_turn if per_turn else 0
+                lines.append(
+                    f"Divided by our {per_turn:.1f} transactions per turn (item 3, 4 messages):"
+                    f" a ceiling of **{cap:,.0f} turns/s** if Postgres commits were the only"
+                    " limit."
+                )
+                if ours32 and cap:
+                    lines.append(
+                        f"Ours at 32 customers reaches {100 * ours32['tps_med'] / cap:.0f}% of it."
+                    )
+            lines.append("")
+    return lines if len(lines) > 2 else []
+
+
+def _section_profile(r: dict[str, Any]) -> list[str]:
+    prof = r.get("profile")
+    if not prof:
+        return []
+    if "skipped" in prof:
+        return ["## Profile", "", f"Skipped: {prof['skipped']}.", ""]
+    lines = [
+        "## Profile",
+        "",
+        "py-spy on our service during repeated 32-customer runs (instant model), `--gil`: only",
+        "samples where Python holds the GIL, i.e. where the service's one CPU-bound thread spends",
+        f"its time ({prof['samples']} samples). Flame graph: `benchmarks/out/<run>/profile.svg`.",
+        "",
+        "| group (a sample counts for every group in its stack) | share of on-CPU samples |",
+        "|---|---:|",
+        *[f"| {name} | {share:.1f}% |" for name, share in prof["groups"]],
+        "",
+        "Hottest leaf frames:",
+        "",
+        "| frame | share |",
+        "|---|---:|",
+        *[f"| `{frame}` | {share:.1f}% |" for frame, share in prof["leaves"]],
+        "",
+    ]
+    return lines
+
+
+def _section_reproduce(r: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Reproduce",
+        "",
+        "```",
+        r["command"],
+        "```",
+        "",
+        "It creates the database, seeds it once, starts every process below on free ports,"
+        " runs the",
+        "clients, and drops the database. The processes, as started in this run:",
+        "",
+        "```",
+    ]
+    lines += [f"# {name}\n{cmd}" for name, cmd in r.get("commands", {}).items()]
+    return [*lines, "```", ""]
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `{r['command'].split('(')[0].strip()}` (benchmarks/run.py) on"
+        f" {r['machine']['date']}; numbers from that run only."
+        " A benchmark prints numbers; nothing here passes or fails on time.",
+        "",
+        "**a / b** in a cell means median / p95 over the repeated runs of that figure (with 2-3"
+        " runs the",
+        "p95 is close to the worst run). Latency percentiles pool every turn of every run.",
+        "",
+    ]
+    lines += _section_machine(r)
+    lines += _targets(r)
+    if FINDINGS.exists():
+        lines += [FINDINGS.read_text().rstrip(), ""]
+    lines += _section_overhead(r)
+    lines += _section_load(r)
+    lines += _section_variant(r)
+    lines += _section_long(r)
+    lines += _section_memory(r)
+    lines += _section_ceilings(r)
+    lines += _section_profile(r)
+    lines += _section_reproduce(r)
+    return "\n".join(lines)
+
+
+def write_report(results: dict[str, Any], path: Path) -> None:
+    path.write_text(render(results))
+
+
+def main() -> None:
+    results = json.loads(Path(sys.argv[1]).read_text())
+    target = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).parent / "RESULTS.md"
+    write_report(results, target)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,482 @@
+"""`make bench`: run every benchmark and write benchmarks/RESULTS.md.
+
+    .venv/bin/python -m benchmarks.run            # full run (about 10 minutes)
+    .venv/bin/python -m benchmarks.run --quick    # smoke run (1-2 minutes)
+
+Postgres is DATABASE_URL's server, else postgres@127.0.0.1:5432 (trust). A fresh database
+csagent_bench_<pid> is created, seeded once and dropped at the end. Raw results and logs go
+to benchmarks/out/<stamp>/; `python -m benchmarks.report <results.json>` re-renders them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks import machine, profiling, summary
+from benchmarks.config import FULL, QUICK, Plan
+from benchmarks.pgceiling import pgbench_ceiling
+from benchmarks.procs import (
+    DEFAULT_ADMIN_URL,
+    JWT_SECRET,
+    PY,
+    ROOT,
+    CpuWatch,
+    Proc,
+    RssSampler,
+    free_port,
+    run_checked,
+    with_database,
+)
+from benchmarks.report import write_report
+
+PROFILES = {
+    "instant": {"ttft_ms": 0, "tps": None, "label": "instant (no latency)"},
+    "realistic": {
+        "ttft_ms": 300,
+        "tps": 40,
+        "label": "realistic (300 ms to first token, 40 tokens/s)",
+    },
+    # item 4 only: slow enough that 200 streams are open at the same time
+    "slow": {"ttft_ms": 1000, "tps": 5, "label": "slow (1 s to first token, 5 tokens/s)"},
+}
+MODEL_POLICY = "app.fakellm.policies:OrderLookupPolicy"
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class Bench:
+    def __init__(self, plan: Plan, out: Path, admin_url: str) -> None:
+        self.plan = plan
+        self.out = out
+        self.admin_url = admin_url
+        self.dbname = f"csagent_bench_{os.getpid()}"
+        self.db_url = with_database(admin_url, self.dbname)
+        self.pairs_file = out / "pairs.json"
+        self.procs: dict[str, Proc] = {}
+        self.commands: dict[str, str] = {}
+        self.results: dict[str, Any] = {"plan": plan.name, "profiles": PROFILES}
+        self._runs = 0
+
+    # --- processes ------------------------------------------------------------------------
+
+    def start(self, proc: Proc) -> Proc:
+        log(f"starting {proc.name}")
+        self.procs[proc.name] = proc.start()
+        self.commands.setdefault(proc.name.split("@")[0], proc.command)
+        return proc
+
+    def stop(self, *names: str) -> None:
+        for name in names:
+            proc = self.procs.pop(name, None)
+            if proc is not None:
+                proc.stop()
+
+    def stop_all(self) -> None:
+        self.stop(*list(self.procs))
+
+    def model(self, profile: str) -> str:
+        port = free_port()
+        spec = PROFILES[profile]
+        argv = [PY, "-m", "app.fakellm", "--port", str(port), "--policy", MODEL_POLICY]
+        if spec["ttft_ms"]:
+            argv += ["--ttft-ms", str(spec["ttft_ms"])]
+        if spec["tps"]:
+            argv += ["--tps", str(spec["tps"])]
+        url = f"http://127.0.0.1:{port}/v1"
+        self.start(
+            Proc(
+                f"model@{profile}",
+                argv,
+                {},
+                self.out / f"model-{profile}.log",
+                ready_url=f"{url}/models",
+            )
+        )
+        return url
+
+    def service_env(self, model_url: str) -> dict[str, str]:
+        return {
+            "DATABASE_URL": self.db_url,
+            "OPENAI_BASE_URL": model_url,
+            "OPENAI_API_KEY": "x",
+            "WRITE_CONFIRMATION": "off",
+            "LOG_LEVEL": "WARNING",
+            "JWT_SECRET": JWT_SECRET,
+        }
+
+    def ours(self, model_url: str, name: str = "ours", module: str = "app") -> str:
+        port = free_port()
+        argv = [PY, "-m", module, "serve", "--no-seed", "--port", str(port)]
+        url = f"http://127.0.0.1:{port}"
+        self.start(
+            Proc(
+                name,
+                argv,
+                self.service_env(model_url),
+                self.out / f"{name}.log",
+                ready_url=f"{url}/healthz",
+            )
+        )
+        return url
+
+    def peer(self, model_url: str) -> str:
+        port = free_port()
+        argv = [PY, "-m", "benchmarks.baseline", "--port", str(port)]
+        env = {
+            k: v
+            for k, v in self.service_env(model_url).items()
+            if k in ("DATABASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY")
+        }
+        url = f"http://127.0.0.1:{port}"
+        self.start(Proc("peer", argv, env, self.out / "peer.log", ready_url=f"{url}/health"))
+        return url
+
+    # --- the database ---------------------------------------------------------------------
+
+    def create_database(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}"')
+            conn.execute(f'CREATE DATABASE "{self.dbname}"')
+        log(f"created database {self.dbname}; seeding")
+        env = {"DATABASE_URL": self.db_url, "LOG_LEVEL": "WARNING"}
+        run_checked([PY, "-m", "app", "seed"], env, self.out / "seed.log")
+        self.commands["seed"] = f"DATABASE_URL={self.db_url} python -m app seed"
+        with psycopg.connect(self.db_url) as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (customer_id) customer_id, id FROM orders"
+                " ORDER BY customer_id, id"
+            ).fetchall()
+        self.pairs_file.write_text(json.dumps([list(r) for r in rows]))
+        self.results["customers_with_orders"] = len(rows)
+
+    def drop_database(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+        log(f"dropped database {self.dbname}")
+
+    # --- runs of the separate client processes ---------------------------------------------
+
+    def _tag(self, prefix: str) -> str:
+        self._runs += 1
+        return f"{prefix}{self._runs}"
+
+    def client(self, module: str, args: list[str], watch: list[str], label: str) -> dict[str, Any]:
+        """Run `python -m <module> <args> --out F` while timing the CPU of `watch` procs."""
+        out_file = self.out / "runs" / f"{label}.json"
+        out_file.parent.mkdir(exist_ok=True)
+        argv = [PY, "-m", module, *args, "--out", str(out_file)]
+        with CpuWatch({n: self.procs[n] for n in watch}) as cpu:
+            run_checked(argv, {}, self.out / "clients.log", timeout_s=900)
+        result: dict[str, Any] = json.loads(out_file.read_text())
+        result["cpu"] = cpu.summary({"client": float(result.get("cpu_s", 0.0))})
+        self.commands.setdefault(
+            module + ":" + label.split("-")[0], " ".join(["python", "-m", module, *args])
+        )
+        return result
+
+    def load(
+        self,
+        target: str,
+        url: str,
+        customers: int,
+        total: int,
+        watch: list[str],
+        label: str,
+        *,
+        keep_raw: bool = False,
+    ) -> dict[str, Any]:
+        args = [
+            "load",
+            "--target",
+            "ours" if target != "peer" else "peer",
+            "--url",
+            url,
+            "--pairs",
+            str(self.pairs_file),
+            "--secret",
+            JWT_SECRET,
+            "--customers",
+            str(customers),
+            "--total-turns",
+            str(total),
+            "--turns",
+            str(self.plan.turns_per_conversation),
+            "--tag",
+            self._tag(label),
+        ]
+        raw = self.client("benchmarks.loadgen", args, watch, f"{label}-{self._runs}")
+        run = summary.load_run(raw, server=target if target in raw["cpu"] else None)
+        if keep_raw:
+            run["raw_turns"] = raw["turns"]
+        return run
+
+    def total_turns(self, customers: int) -> int:
+        return max(self.plan.min_turns, self.plan.turns_per_conversation * customers)
+
+    # --- the sections ---------------------------------------------------------------------
+
+    def warm_up(self, targets: dict[str, str], turns: int | None = None) -> None:
+        turns = turns or self.plan.warmup_turns
+        for target, url in targets.items():
+            self.load(target, url, min(4, turns), turns, [target], f"warmup_{target}")
+
+    def section_overhead(self, ours_url: str, model_url: str) -> None:
+        log("item 1: service overhead per turn (HTTP + SSE vs in-process)")
+        runs = []
+        for rep in range(self.plan.overhead_reps):
+            args = [
+                "--url",
+                ours_url,
+                "--database-url",
+                self.db_url,
+                "--model-url",
+                model_url,
+                "--secret",
+                JWT_SECRET,
+                "--pairs",
+                str(self.pairs_file),
+                "--turns",
+                str(self.plan.overhead_turns),
+                "--tag",
+                self._tag("ovh"),
+            ]
+            raw = self.client("benchmarks.overhead", args, ["ours"], f"overhead-{rep}")
+            runs.append(summary.overhead_run(raw))
+        self.results["overhead"] = runs
+
+    def section_load(
+        self,
+        profile: str,
+        levels: Sequence[int],
+        reps: dict[int, int],
+        urls: dict[str, str],
+        model: str | None = None,
+    ) -> None:
+        model = model or f"model@{profile}"
+        log(f"item 2: load, {profile}, levels {list(levels)}")
+        table: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for customers in levels:
+            table[str(customers)] = {name: [] for name in urls}
+            for rep in range(reps[customers]):
+                order = list(urls) if rep % 2 == 0 else list(reversed(urls))  # A/B, B/A
+                for name in order:
+                    run = self.load(
+                        name,
+                        urls[name],
+                        customers,
+                        self.total_turns(customers),
+                        [name, model],
+                        f"{profile}_{name}_c{customers}",
+                    )
+                    table[str(customers)][name].append(run)
+                    log(f"  {name:8s} c={customers:<4d} {summary.one_line(run)}")
+        self.results.setdefault("load", {})[profile] = table
+
+    def section_profile(self, ours_url: str) -> None:
+        if self.plan.profile_s <= 0:
+            return
+        if profiling.py_spy() is None:
+            self.results["profile"] = {"skipped": "py-spy is not installed (pip install py-spy)"}
+            return
+        log("profile: py-spy on our service at 32 customers")
+        recorders = profiling.start(self.procs["ours"].pid, self.out, self.plan.profile_s)
+        assert recorders is not None
+        time.sleep(1.0)
+        deadline = time.monotonic() + self.plan.profile_s - 2
+        while time.monotonic() < deadline:
+            self.load("ours", ours_url, 32, 96, ["ours"], "profile_ours_c32")
+        profiling.finish(recorders, self.plan.profile_s + 30)
+        self.results["profile"] = profiling.summarise(self.out / "profile.txt")
+        self.results["profile"]["files"] = ["profile.svg", "profile.txt"]
+
+    def section_long(self, ours_url: str) -> None:
+        log(f"item 3: long threads {list(self.plan.long_levels)}")
+        args = [
+            "long",
+            "--url",
+            ours_url,
+            "--pairs",
+            str(self.pairs_file),
+            "--secret",
+            JWT_SECRET,
+            "--database-url",
+            self.db_url,
+            "--levels",
+            ",".join(map(str, self.plan.long_levels)),
+            "--threads-per-level",
+            str(self.plan.long_threads),
+            "--tag",
+            self._tag("long"),
+        ]
+        if not self.plan.long_pg_stats:
+            args.append("--no-pg-stats")
+        raw = self.client("benchmarks.loadgen", args, ["ours"], "long")
+        self.results["long"] = summary.long_run(raw)
+
+    def section_ceiling_a(self, model_url: str) -> None:
+        log("ceiling (a): the same graph in-process with InMemorySaver")
+        runs = []
+        customers = self.plan.ceiling_customers
+        for _rep in range(self.plan.ceiling_reps):
+            args = [
+                "--database-url",
+                self.db_url,
+                "--model-url",
+                model_url,
+                "--checkpointer",
+                "memory",
+                "--stream",
+                "--pairs",
+                str(self.pairs_file),
+                "--customers",
+                str(customers),
+                "--total-turns",
+                str(self.total_turns(customers)),
+                "--turns",
+                str(self.plan.turns_per_conversation),
+                "--tag",
+                self._tag("mem"),
+            ]
+            raw = self.client("benchmarks.inproc", args, ["model@instant"], "ceiling_a")
+            runs.append(summary.load_run(raw, server="client"))
+        self.results["ceiling_a"] = {"customers": customers, "runs": runs}
+
+    def section_ceiling_b(self) -> None:
+        log("ceiling (b): pgbench single-row inserts")
+        self.results["ceiling_b"] = pgbench_ceiling(
+            self.admin_url,
+            f"{self.dbname}_pgbench",
+            self.out,
+            clients=8,
+            jobs=2,
+            seconds=self.plan.pgbench_seconds,
+        )
+
+    def section_variant(self, ours_url: str, variant_url: str) -> None:
+        if self.plan.variant_reps <= 0:
+            return
+        log("proposed fix, measured: checkpointer without its process-wide lock")
+        urls = {"ours": ours_url, "variant": variant_url}
+        levels = self.plan.variant_levels
+        reps = dict.fromkeys(levels, self.plan.variant_reps)
+        self.section_load("variant", levels, reps, urls, model="model@instant")
+        self.results["variant"] = self.results["load"].pop("variant")
+
+    def section_memory(self, name: str, url: str) -> None:
+        streams = self.plan.hold_streams
+        log(f"item 4: RSS of {name} with {streams} open SSE streams (slow model)")
+        proc = self.procs[name]
+        time.sleep(0.5)
+        idle = proc.rss_mb()
+        with RssSampler(proc.pid) as sampler:
+            raw_run = self.load(name, url, streams, streams, [name], f"hold_{name}", keep_raw=True)
+        self.results.setdefault("memory", {})[name] = summary.memory_run(
+            raw_run, sampler.samples, idle, proc.rss_mb(), streams
+        )
+
+
+@contextmanager
+def services(
+    bench: Bench, profile: str, *, peer: bool = True, variant: bool = False
+) -> Iterator[dict[str, str]]:
+    model_url = bench.model(profile)
+    urls = {"model": model_url, "ours": bench.ours(model_url)}
+    if peer:
+        urls["peer"] = bench.peer(model_url)
+    if variant:
+        urls["variant"] = bench.ours(model_url, name="variant", module="benchmarks.variant")
+    try:
+        yield urls
+    finally:
+        bench.stop(*[n for n in ("ours", "peer", "variant") if n in bench.procs])
+        bench.stop(f"model@{profile}")
+
+
+def run_all(bench: Bench) -> None:
+    plan = bench.plan
+    bench.create_database()
+    with services(bench, "instant", variant=plan.variant_reps > 0) as urls:
+        bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]})
+        bench.section_overhead(urls["ours"], urls["model"])
+        bench.section_load(
+            "instant", plan.levels, plan.level_reps, {"ours": urls["ours"], "peer": urls["peer"]}
+        )
+        bench.section_ceiling_a(urls["model"])
+        if "variant" in urls:
+            bench.warm_up({"variant": urls["variant"]})
+            bench.section_variant(urls["ours"], urls["variant"])
+        bench.section_profile(urls["ours"])
+        bench.section_long(urls["ours"])
+    bench.section_ceiling_b()
+    with services(bench, "realistic") as urls:
+        bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]})
+        reps = dict.fromkeys(plan.realistic_levels, plan.realistic_reps)
+        bench.section_load(
+            "realistic", plan.realistic_levels, reps, {"ours": urls["ours"], "peer": urls["peer"]}
+        )
+    with services(bench, "slow") as urls:
+        bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]}, turns=2)
+        bench.section_memory("ours", urls["ours"])
+        bench.section_memory("peer", urls["peer"])
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="smoke run, 1-2 minutes")
+    parser.add_argument(
+        "--results",
+        default=str(ROOT / "benchmarks" / "RESULTS.md"),
+        help="where to write the report",
+    )
+    parser.add_argument("--keep-db", action="store_true", help="do not drop the database")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = ROOT / "benchmarks" / "out" / f"{stamp}-{plan.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    admin_url = os.environ.get("DATABASE_URL") or DEFAULT_ADMIN_URL
+    bench = Bench(plan, out, admin_url)
+    bench.results["machine"] = machine.describe(admin_url)
+    bench.results["machine"]["load_before"] = machine.load_now()
+    log(f"{plan.name} run; raw results in {out}")
+    started = time.monotonic()
+    try:
+        run_all(bench)
+    finally:
+        bench.stop_all()
+        if not args.keep_db:
+            bench.drop_database()
+    bench.results["duration_s"] = time.monotonic() - started
+    bench.results["commands"] = bench.commands
+    bench.results["command"] = (
+        ".venv/bin/python -m benchmarks.run --quick"
+        if args.quick
+        else "make bench   (= .venv/bin/python -m benchmarks.run)"
+    )
+    (out / "results.json").write_text(json.dumps(bench.results, indent=1, default=str))
+    write_report(bench.results, Path(args.results))
+    log(f"done in {bench.results['duration_s']:.0f}s; wrote {args.results}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Our service with ONE proposed change applied by monkeypatch, to measure its gain.
+
+    python -m benchmarks.variant serve --no-seed --port P     (same arguments as `python -m app`)
+
+The change: `AsyncPostgresSaver` serialises every checkpoint read and write of the whole
+process behind one `asyncio.Lock` (`self.lock` in `_cursor`), even when it was given a
+connection pool, where each operation takes its own connection and the lock protects
+nothing. The patched `_cursor` skips the lock when `conn` is a pool. Nothing under app/
+is edited; the proposal for the owners is in RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+_locked_cursor = AsyncPostgresSaver._cursor
+
+
+@asynccontextmanager
+async def _pooled_cursor(self: AsyncPostgresSaver, *, pipeline: bool = False) -> AsyncIterator[Any]:
+    if not isinstance(self.conn, AsyncConnectionPool) or self.pipe is not None:
+        async with _locked_cursor(self, pipeline=pipeline) as cur:
+            yield cur
+        return
+    async with self.conn.connection() as conn:
+        if pipeline and self.supports_pipeline:
+            async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+        elif pipeline:
+            async with conn.transaction(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+        else:
+            async with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
+
+
+def apply() -> None:
+    AsyncPostgresSaver._cursor = _pooled_cursor  # type: ignore[method-assign]
+
+
+def main() -> None:
+    apply()
+    from app.cli import main as app_main
+
+    app_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
