@@ -331,7 +331,8 @@ class ChatApp {
     this.finishRun(run);
     this.refreshThreads();
     this.debug.refresh();
-    if (done.status !== "interrupted") this.els.input.focus({ preventScroll: true });
+    if (done.status === "interrupted") this.view.focusDecision();
+    else this.els.input.focus({ preventScroll: true });
   }
 
   showRequestError(error, draft, bubble) {

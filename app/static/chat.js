@@ -76,7 +76,7 @@ export class ChatView {
       }
     }
     endTurn();
-    if (state.pending?.length) this.interrupt({ pending: state.pending });
+    if (state.pending?.length) this.interrupt({ pending: state.pending }, { focus: false });
     if (state.handed_off) {
       this.notice("This conversation has been handed over to a human agent, who will follow up.", {
         kind: "info",
@@ -268,7 +268,7 @@ export class ChatView {
     this.scrollToEnd();
   }
 
-  interrupt({ pending }) {
+  interrupt({ pending }, { focus = true } = {}) {
     this.endBubble();
     this.log.querySelectorAll(".confirm:not([data-decided])").forEach((card) => card.remove());
     for (const p of pending || []) {
@@ -307,7 +307,12 @@ export class ChatView {
     buttons[1].addEventListener("click", () => decide("reject"));
     this.log.append(card);
     this.scrollToEnd(true);
-    buttons[0].focus({ preventScroll: true });
+    if (focus) this.focusDecision();
+  }
+
+  /** Put the keyboard on the Approve button of the card waiting for a decision. */
+  focusDecision() {
+    this.log.querySelector('.confirm:not([data-decided]) [data-testid="approve"]')?.focus({ preventScroll: true });
   }
 
   /** The help articles an answer is based on, as links to their pages. */
