@@ -17,8 +17,9 @@ const UNREACHABLE = "Could not reach the server. Check your connection and retry
 async function errorFrom(response) {
   let code = `http_${response.status}`;
   let message = `The server answered ${response.status}.`;
+  let body = null;
   try {
-    const body = await response.json();
+    body = await response.json();
     if (body && body.error) {
       code = String(body.error.code || code);
       message = String(body.error.message || message);
@@ -26,7 +27,9 @@ async function errorFrom(response) {
   } catch {
     /* not JSON: keep the generic message */
   }
-  return new ApiError(response.status, code, message);
+  const error = new ApiError(response.status, code, message);
+  error.body = body;
+  return error;
 }
 
 export class Api {
@@ -108,7 +111,8 @@ export class Api {
 
   ready() {
     return this.get("/readyz").catch((error) => {
-      if (error instanceof ApiError && error.status === 503) return null;
+      // Not ready (say, the database is down) still names the model.
+      if (error instanceof ApiError && error.status === 503) return error.body;
       throw error;
     });
   }
