@@ -40,8 +40,6 @@ def message_view(message: BaseMessage) -> dict[str, Any]:
         ]
     if isinstance(message, AIMessage) and message.additional_kwargs.get("thought"):
         view["thought"] = message.additional_kwargs["thought"]  # text protocol, for debugging
-    if isinstance(message, AIMessage) and message.additional_kwargs.get("thought"):
-        view["thought"] = message.additional_kwargs["thought"]  # text protocol, for debugging
     if isinstance(message, ToolMessage):
         view["tool_call_id"] = message.tool_call_id
         view["name"] = message.name
