@@ -24,7 +24,9 @@ class Plan:
     pgbench_seconds: int  # item 5b
     profile_s: int  # py-spy seconds (0: no profile)
     variant_reps: int  # proposed-fix variant at the same load (0: skip)
-    variant_levels: tuple[int, ...] = (32,)
+    variant_levels: tuple[int, ...] = (1, 32)
+    # name -> BENCH_VARIANT of benchmarks/variant.py (our service with a proposed change)
+    variants: tuple[tuple[str, str], ...] = (("lockless", "lockless"), ("async", "async"))
     warmup_turns: int = 12
     turns_per_conversation: int = 3
 

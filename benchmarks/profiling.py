@@ -9,20 +9,53 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-# Inclusive groups: a sample counts for a group when any frame of its stack matches.
+# Inclusive groups: a sample counts for a group when a frame of its stack is in one of the
+# group's files. py-spy prints paths from the package root (langgraph's namespace packages
+# lose their `langgraph/` prefix: pregel/, checkpoint's postgres/ and serde/).
 GROUPS = {
-    "checkpointer (langgraph.checkpoint.postgres)": ("langgraph/checkpoint/postgres",),
-    "checkpoint serialisation (serde)": ("langgraph/checkpoint/serde",),
-    "LangGraph runtime (pregel, channels)": ("langgraph/pregel", "langgraph/channels"),
-    "model client (openai SDK + langchain_openai)": ("openai/", "langchain_openai/", "httpx"),
+    "openai SDK (builds requests, parses each stream chunk into models)": ("openai/",),
+    "langchain_openai (ChatOpenAI: chunk -> AIMessageChunk)": ("langchain_openai/",),
+    "HTTP client to the model (httpx, httpcore)": ("httpx", "httpcore"),
     "langchain_core (messages, callbacks, runnables)": ("langchain_core/",),
+    "LangGraph runtime (pregel, channels, stream handlers)": (
+        "pregel/",
+        "_internal/",
+        "channels/",
+        "graph/",
+    ),
+    "checkpointer (AsyncPostgresSaver)": ("postgres/", "checkpoint/"),
+    "checkpoint serialisation (serde)": ("serde/",),
     "psycopg (all SQL)": ("psycopg/", "psycopg_pool/"),
-    "SSE response (sse_starlette)": ("sse_starlette/",),
-    "HTTP server (uvicorn, starlette, fastapi)": ("uvicorn/", "starlette/", "fastapi/"),
-    "pydantic": ("pydantic/", "pydantic_core"),
-    "json encode/decode (stdlib json)": ("json/encoder", "json/decoder", "json/__init__"),
-    "app/ code (own frames)": ("app/",),
+    "SSE response (sse_starlette, incl. its socket writes)": ("sse_starlette/",),
+    "uvicorn / starlette / fastapi request handling": (
+        "uvicorn/protocols",
+        "starlette/",
+        "fastapi/",
+    ),
+    "app/runs + app/api (run service, events, routes)": ("app/runs/", "app/api/"),
+    "app/agent (nodes, trimming, routing, tool execution)": ("app/agent/",),
+    "app/tools + app/db (tool bodies, SQL)": ("app/tools/", "app/db/"),
+    "pydantic": ("pydantic/", "pydantic_core/"),
+    "stdlib json": ("json/",),
 }
+
+
+def _path(frame: str) -> str:
+    """'func (pkg/mod.py:12)' -> 'pkg/mod.py'."""
+    inner = frame.rpartition("(")[2]
+    return inner.rpartition(":")[0]
+
+
+def _package(frame: str) -> str:
+    path = _path(frame)
+    head = path.split("/")[0]
+    if head in ("pregel", "_internal", "channels", "graph"):
+        return "langgraph"
+    if head in ("postgres", "serde"):
+        return "langgraph-checkpoint"
+    if head == "app":
+        return "/".join(path.split("/")[:2])
+    return head.removesuffix(".py") or path
 
 
 def py_spy() -> str | None:
@@ -64,6 +97,7 @@ def summarise(raw: Path, top: int = 15) -> dict[str, Any]:
     if not raw.exists():
         return {"skipped": "no profile was recorded"}
     leaves: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
     groups: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
@@ -72,15 +106,18 @@ def summarise(raw: Path, top: int = 15) -> dict[str, Any]:
             continue
         n = int(count)
         frames = stack.split(";")
+        paths = [_path(f) for f in frames]
         total += n
         leaves[frames[-1]] += n
-        for name, needles in GROUPS.items():
-            if any(needle in frame for frame in frames for needle in needles):
+        packages[_package(frames[-1])] += n
+        for name, prefixes in GROUPS.items():
+            if any(p.startswith(prefixes) for p in paths):
                 groups[name] += n
     if total == 0:
         return {"skipped": "the profile is empty"}
     return {
         "samples": total,
         "groups": [(name, 100 * groups[name] / total) for name in GROUPS],
+        "packages": [(name, 100 * n / total) for name, n in packages.most_common(top)],
         "leaves": [(frame, 100 * n / total) for frame, n in leaves.most_common(top)],
     }

@@ -49,7 +49,7 @@ PROFILES = {
     # item 4 only: slow enough that 200 streams are open at the same time
     "slow": {"ttft_ms": 1000, "tps": 5, "label": "slow (1 s to first token, 5 tokens/s)"},
 }
-MODEL_POLICY = "app.fakellm.policies:OrderLookupPolicy"
+MODEL_POLICY = "benchmarks.policy:OrderLookup"
 
 
 def log(message: str) -> None:
@@ -116,15 +116,19 @@ class Bench:
             "JWT_SECRET": JWT_SECRET,
         }
 
-    def ours(self, model_url: str, name: str = "ours", module: str = "app") -> str:
+    def ours(self, model_url: str, name: str = "ours", variant: str | None = None) -> str:
         port = free_port()
+        module = "app" if variant is None else "benchmarks.variant"
         argv = [PY, "-m", module, "serve", "--no-seed", "--port", str(port)]
         url = f"http://127.0.0.1:{port}"
+        env = self.service_env(model_url)
+        if variant is not None:
+            env["BENCH_VARIANT"] = variant
         self.start(
             Proc(
                 name,
                 argv,
-                self.service_env(model_url),
+                env,
                 self.out / f"{name}.log",
                 ready_url=f"{url}/healthz",
             )
@@ -270,7 +274,8 @@ class Bench:
         for customers in levels:
             table[str(customers)] = {name: [] for name in urls}
             for rep in range(reps[customers]):
-                order = list(urls) if rep % 2 == 0 else list(reversed(urls))  # A/B, B/A
+                names = list(urls)
+                order = names[rep % len(names) :] + names[: rep % len(names)]  # rotate A/B
                 for name in order:
                     run = self.load(
                         name,
@@ -364,11 +369,10 @@ class Bench:
             seconds=self.plan.pgbench_seconds,
         )
 
-    def section_variant(self, ours_url: str, variant_url: str) -> None:
-        if self.plan.variant_reps <= 0:
+    def section_variant(self, urls: dict[str, str]) -> None:
+        if self.plan.variant_reps <= 0 or len(urls) < 2:
             return
-        log("proposed fix, measured: checkpointer without its process-wide lock")
-        urls = {"ours": ours_url, "variant": variant_url}
+        log(f"proposed changes, measured: {', '.join(list(urls)[1:])}")
         levels = self.plan.variant_levels
         reps = dict.fromkeys(levels, self.plan.variant_reps)
         self.section_load("variant", levels, reps, urls, model="model@instant")
@@ -389,34 +393,36 @@ class Bench:
 
 @contextmanager
 def services(
-    bench: Bench, profile: str, *, peer: bool = True, variant: bool = False
+    bench: Bench, profile: str, *, peer: bool = True, variants: Sequence[tuple[str, str]] = ()
 ) -> Iterator[dict[str, str]]:
     model_url = bench.model(profile)
     urls = {"model": model_url, "ours": bench.ours(model_url)}
     if peer:
         urls["peer"] = bench.peer(model_url)
-    if variant:
-        urls["variant"] = bench.ours(model_url, name="variant", module="benchmarks.variant")
+    for name, change in variants:
+        urls[name] = bench.ours(model_url, name=name, variant=change)
     try:
         yield urls
     finally:
-        bench.stop(*[n for n in ("ours", "peer", "variant") if n in bench.procs])
+        bench.stop(*[n for n in bench.procs if not n.startswith("model@")])
         bench.stop(f"model@{profile}")
 
 
 def run_all(bench: Bench) -> None:
     plan = bench.plan
     bench.create_database()
-    with services(bench, "instant", variant=plan.variant_reps > 0) as urls:
+    variants = plan.variants if plan.variant_reps > 0 else ()
+    with services(bench, "instant", variants=variants) as urls:
         bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]})
         bench.section_overhead(urls["ours"], urls["model"])
         bench.section_load(
             "instant", plan.levels, plan.level_reps, {"ours": urls["ours"], "peer": urls["peer"]}
         )
         bench.section_ceiling_a(urls["model"])
-        if "variant" in urls:
-            bench.warm_up({"variant": urls["variant"]})
-            bench.section_variant(urls["ours"], urls["variant"])
+        if variants:
+            names = ["ours", *(name for name, _ in variants)]
+            bench.warm_up({name: urls[name] for name in names[1:]})
+            bench.section_variant({name: urls[name] for name in names})
         bench.section_profile(urls["ours"])
         bench.section_long(urls["ours"])
     bench.section_ceiling_b()

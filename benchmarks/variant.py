@@ -1,16 +1,22 @@
-"""Our service with ONE proposed change applied by monkeypatch, to measure its gain.
+"""Our service with proposed changes applied by monkeypatch, to measure their gain.
 
-    python -m benchmarks.variant serve --no-seed --port P     (same arguments as `python -m app`)
+    BENCH_VARIANT=lockless python -m benchmarks.variant serve --no-seed --port P
+    (same arguments as `python -m app`; BENCH_VARIANT is a comma-separated list)
 
-The change: `AsyncPostgresSaver` serialises every checkpoint read and write of the whole
-process behind one `asyncio.Lock` (`self.lock` in `_cursor`), even when it was given a
-connection pool, where each operation takes its own connection and the lock protects
-nothing. The patched `_cursor` skips the lock when `conn` is a pool. Nothing under app/
-is edited; the proposal for the owners is in RESULTS.md.
+- `lockless`: `AsyncPostgresSaver` serialises every checkpoint read and write of the whole
+  process behind one `asyncio.Lock` (`self.lock` in `_cursor`), even when it was given a
+  connection pool, where each operation takes its own connection and the lock protects
+  nothing. The patched `_cursor` skips the lock when `conn` is a pool.
+- `async`: the run streams the graph with `durability="async"` instead of "sync": each
+  step's checkpoint is written while the next step runs, and the run still ends only
+  after every write landed.
+
+Nothing under app/ is edited; the proposals for the owners are in RESULTS.md.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,12 +47,31 @@ async def _pooled_cursor(self: AsyncPostgresSaver, *, pipeline: bool = False) ->
                 yield cur
 
 
-def apply() -> None:
-    AsyncPostgresSaver._cursor = _pooled_cursor  # type: ignore[method-assign]
+def _async_durability() -> None:
+    from langgraph.pregel import Pregel
+
+    astream = Pregel.astream
+
+    def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("durability") == "sync":
+            kwargs["durability"] = "async"
+        return astream(self, *args, **kwargs)
+
+    Pregel.astream = patched  # type: ignore[method-assign]
+
+
+def apply(changes: str) -> None:
+    for change in filter(None, (c.strip() for c in changes.split(","))):
+        if change == "lockless":
+            AsyncPostgresSaver._cursor = _pooled_cursor  # type: ignore[method-assign]
+        elif change == "async":
+            _async_durability()
+        else:
+            raise SystemExit(f"unknown BENCH_VARIANT change {change!r}")
 
 
 def main() -> None:
-    apply()
+    apply(os.environ.get("BENCH_VARIANT", "lockless"))
     from app.cli import main as app_main
 
     app_main(sys.argv[1:])
