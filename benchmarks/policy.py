@@ -29,6 +29,13 @@ STATUSES = (
 )
 _STATUS = re.compile("|".join(re.escape(s) for s in STATUSES))
 _ORDER = re.compile(r"#W\d{7}")
+# What the service's summariser (a request without tools) gets back when a long thread is
+# folded: a few short lines, like a real model's summary.
+SUMMARY = (
+    "The verified customer asked several times for the status of their order.\n"
+    "Each time the order was looked up with get_order_details and its status was reported.\n"
+    "Nothing was changed; nothing is pending."
+)
 
 
 def answer(order_id: str, status: str) -> str:
@@ -45,6 +52,8 @@ class OrderLookup:
         self._first = OrderLookupPolicy()
 
     def __call__(self, request: ChatRequest) -> Reply:
+        if not request.tools:
+            return Reply.say(SUMMARY)
         results = request.pending_tool_results()
         if not results:
             return self._first(request)

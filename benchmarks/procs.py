@@ -36,7 +36,7 @@ def with_database(url: str, name: str) -> str:
 
 @dataclass
 class Proc:
-    """A child process whose output goes to a log file; stopped with SIGINT, then SIGKILL."""
+    """A child process whose output goes to a log file; stopped with SIGTERM, then SIGKILL."""
 
     name: str
     argv: list[str]
@@ -87,7 +87,7 @@ class Proc:
 
     def stop(self) -> None:
         if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGINT)
+            self.popen.send_signal(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=15)
             except subprocess.TimeoutExpired:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -454,8 +455,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through `finally`: processes stopped, db dropped
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     plan = QUICK if args.quick else FULL
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = ROOT / "benchmarks" / "out" / f"{stamp}-{plan.name}"
