@@ -18,6 +18,7 @@ from app.api.deps import Services
 from app.config import Settings
 from app.db.embedded import database_url
 from app.db.pool import open_pool
+from app.metrics import Metrics
 from app.runs.archive import PgTranscriptArchive
 from app.runs.inspect import ThreadInspector
 from app.runs.locks import ThreadLocks
@@ -79,7 +80,8 @@ async def build_services(
             archive=archive,
         )
         repo = RunRepository(pool)
-        runs = RunService(graph, settings, checkpointer, locks, repo)
+        metrics = Metrics()
+        runs = RunService(graph, settings, checkpointer, locks, repo, metrics)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         yield Services(
             settings=settings,
@@ -88,6 +90,7 @@ async def build_services(
             inspector=ThreadInspector(graph, locks, repo, archive),
             repo=repo,
             store=store,
+            metrics=metrics,
             model_label=label,
         )
 

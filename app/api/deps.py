@@ -12,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.agent.threads import SESSION_ID_RE
 from app.api.auth import Principal, bearer_token, verify_token
 from app.config import Settings
+from app.metrics import Metrics
 from app.runs.inspect import ThreadInspector
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
@@ -25,6 +26,7 @@ class Services:
     inspector: ThreadInspector
     repo: RunRepository
     store: BaseStore
+    metrics: Metrics
     model_label: str  # "demo" or the configured model name
 
 

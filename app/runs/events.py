@@ -40,6 +40,8 @@ class TurnRecorder:
     output_tokens: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    tool_errors: int = 0
+    tool_oks: int = 0
     # TOOL_CALLING=react: only the Final Answer part of the model's text is the customer's
     text_protocol: bool = False
     filters: dict[str, FinalAnswerFilter] = field(default_factory=dict)
@@ -80,6 +82,10 @@ class TurnRecorder:
                         )
                 elif node in TOOL_NODES and isinstance(message, ToolMessage):
                     self._count_cache(message)
+                    if message.status == "error":
+                        self.tool_errors += 1
+                    else:
+                        self.tool_oks += 1
                     yield (
                         "tool_result",
                         {

@@ -8,6 +8,7 @@ its writes are recorded, the lock is released, and `GET /state` shows the outcom
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from app.agent.graph import Graph, run_config
 from app.api.auth import Principal
 from app.config import Settings
 from app.errors import Conflict, ThreadBusy
+from app.metrics import Metrics
 from app.runs.events import Event, TurnRecorder
 from app.runs.locks import ThreadLocks
 from app.runs.repository import RunRepository
@@ -59,7 +61,9 @@ class RunService:
         checkpointer: BaseCheckpointSaver[Any],
         locks: ThreadLocks,
         repo: RunRepository,
+        metrics: Metrics,
     ) -> None:
+        self.metrics = metrics
         self.graph = graph
         self.settings = settings
         self.checkpointer = checkpointer
@@ -84,7 +88,7 @@ class RunService:
             if earlier is not None:
                 return self._earlier_result(earlier)
         if not await self.locks.try_acquire(thread_id):
-            raise ThreadBusy()
+            raise self._busy()
         try:
             await self.repo.create_thread(thread_id, principal.user_id, session_id)
             run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
@@ -104,7 +108,7 @@ class RunService:
         self, principal: Principal, thread_id: str, session_id: str, decision: str
     ) -> Run:
         if not await self.locks.try_acquire(thread_id):
-            raise ThreadBusy()
+            raise self._busy()
         try:
             snapshot = await self.graph.aget_state(self.config(thread_id))
             if not snapshot.interrupts:
@@ -119,9 +123,13 @@ class RunService:
         self._launch(run, principal, Command(resume={"decision": decision}), title=None)
         return run
 
+    def _busy(self) -> ThreadBusy:
+        self.metrics.add("cs_agent_thread_busy_total")
+        return ThreadBusy()
+
     def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
         if earlier is None or earlier["status"] == "running" or earlier["result"] is None:
-            raise ThreadBusy()
+            raise self._busy()
         result: dict[str, Any] = earlier["result"]
         return result
 
@@ -141,6 +149,7 @@ class RunService:
         )
         recorder = TurnRecorder(text_protocol=self.settings.tool_calling == "react")
         status = "failed"
+        started = time.monotonic()
         checkpoint_id: str | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         try:
@@ -192,6 +201,7 @@ class RunService:
                 await asyncio.shield(self.repo.finish_run(run.run_id, status, result))
             except Exception:
                 bound.exception("could not record run outcome")
+            self._count(recorder, status, time.monotonic() - started)
             # Release before `done`, so a client may post its next message as soon as it sees it.
             await asyncio.shield(self.locks.release(run.thread_id))
             await run.queue.put(
@@ -202,6 +212,17 @@ class RunService:
             )
             await run.queue.put(None)
             run.finished.set()
+
+    def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
+        m = self.metrics
+        m.add("cs_agent_runs_total", status=status)
+        m.add("cs_agent_run_seconds_total", seconds)
+        m.add("cs_agent_model_tokens_total", recorder.input_tokens, direction="input")
+        m.add("cs_agent_model_tokens_total", recorder.output_tokens, direction="output")
+        m.add("cs_agent_tool_cache_total", recorder.cache_hits, result="hit")
+        m.add("cs_agent_tool_cache_total", recorder.cache_misses, result="miss")
+        m.add("cs_agent_tool_results_total", recorder.tool_oks, status="ok")
+        m.add("cs_agent_tool_results_total", recorder.tool_errors, status="error")
 
     @staticmethod
     def _result(recorder: TurnRecorder, status: str, checkpoint_id: str | None) -> dict[str, Any]:

@@ -546,3 +546,33 @@ class TestMemory:
         tool = next(m for m in r.json()["messages"] if m["role"] == "tool")
         assert tool["content"].startswith("Error:")
         assert (await client.get("/me/memory", headers=guest)).json() == []
+
+
+class TestMetrics:
+    async def test_metrics_count_runs_tokens_and_tool_results(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        def value(text: str, series: str) -> float:
+            line = next((ln for ln in text.splitlines() if ln.startswith(series + " ")), None)
+            return float(line.split()[-1]) if line else 0.0
+
+        before = (await client.get("/metrics")).text
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.say("It is pending."),
+                ]
+            )
+        )
+        await client.post(
+            "/threads/m1/messages", json={"content": "status?"}, headers=server.headers(NOAH)
+        )
+        after = (await client.get("/metrics")).text
+        runs = 'cs_agent_runs_total{status="completed"}'
+        oks = 'cs_agent_tool_results_total{status="ok"}'
+        tokens = 'cs_agent_model_tokens_total{direction="input"}'
+        assert value(after, runs) == value(before, runs) + 1
+        assert value(after, oks) == value(before, oks) + 1
+        assert value(after, tokens) > value(before, tokens)
+        assert "# TYPE cs_agent_runs_total counter" in after

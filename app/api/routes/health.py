@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.api.deps import ServicesDep
 from app.db.migrate import head_revision
@@ -37,3 +37,11 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             status_code=503,
         )
     return JSONResponse({**body, "status": "ok", "database": "ok", "migrations": "head"})
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics(services: ServicesDep) -> PlainTextResponse:
+    """Counters of this process in the Prometheus text format (no authentication)."""
+    return PlainTextResponse(
+        services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
+    )
