@@ -153,6 +153,14 @@ export class Api {
     return this.request("DELETE", `/threads/${encodeURIComponent(threadId)}`);
   }
 
+  memory() {
+    return this.get("/me/memory");
+  }
+
+  forgetMemory(key) {
+    return this.request("DELETE", `/me/memory/${encodeURIComponent(key)}`);
+  }
+
   sendMessage(threadId, content, clientMessageId, options) {
     return this.stream(
       `/threads/${encodeURIComponent(threadId)}/messages`,

@@ -1,10 +1,12 @@
-// The chat page: sign-in, threads, sending, streaming, confirmations, edits, debug.
+// The chat page: sign-in, threads, sending, streaming, confirmations, edits, memory, debug.
 
 import { Api, ApiError } from "./api.js";
 import { claimsOf, embeddedToken, forgetToken, showSignIn, storedName, storedToken, storeToken } from "./auth.js";
 import { ChatView } from "./chat.js";
 import { DebugDrawer } from "./debug.js";
+import { DeleteControl } from "./delete.js";
 import { newId } from "./dom.js";
+import { MemoryPanel } from "./memory.js";
 import { ThreadList, UNTITLED } from "./threads.js";
 
 const THREAD_KEY = "cs-agent.thread";
@@ -44,6 +46,10 @@ class ChatApp {
       threadId: () => this.threadId,
       onRewind: (checkpointId) => this.rewindTo(checkpointId),
     });
+    this.deleteControl = new DeleteControl($("delete-thread"), $("delete-confirm"), {
+      onDelete: () => this.deleteThread(),
+    });
+    this.memory = new MemoryPanel($("memory"), { api: this.api });
     this.wire();
   }
 
@@ -124,6 +130,7 @@ class ChatApp {
     this.els.signin.hidden = true;
     this.els.app.hidden = false;
     this.setComposerEnabled(false); // until the conversation to continue is on screen
+    this.memory.setEnabled(claims.role === "customer");
     try {
       await this.threads.load(this.api);
     } catch (error) {
@@ -151,6 +158,8 @@ class ChatApp {
     this.threadId = null;
     this.view.reset();
     this.debug.close();
+    this.memory.setEnabled(false);
+    this.deleteControl.setThread(null);
     this.signIn(message);
   }
 
@@ -161,6 +170,7 @@ class ChatApp {
     if (id) sessionStorage.setItem(THREAD_KEY, id);
     else sessionStorage.removeItem(THREAD_KEY);
     this.threads.setActive(id);
+    this.deleteControl.setThread(id);
     this.els.title.textContent = id ? this.threads.title(id) : UNTITLED;
   }
 
@@ -207,6 +217,31 @@ class ChatApp {
       this.view.notice(error.message, { retry: () => this.reload() });
       return null;
     }
+  }
+
+  /** Delete the thread on screen; true once it is gone (then a new conversation shows). */
+  async deleteThread() {
+    const id = this.threadId;
+    if (!id) return false;
+    if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return false;
+    }
+    try {
+      await this.api.deleteThread(id);
+    } catch (error) {
+      if (error.status === 401) return false;
+      if (error.status !== 404) {
+        // (404: it is gone already, which is what was asked.)
+        if (error.code === "thread_busy") this.view.notice(BUSY, { kind: "info" });
+        else this.view.notice(error.message);
+        return false;
+      }
+    }
+    this.threads.remove(id);
+    if (this.threadId === id) this.showNewThread();
+    this.els.input.focus({ preventScroll: true });
+    return true;
   }
 
   async refreshThreads() {
@@ -331,6 +366,7 @@ class ChatApp {
     this.finishRun(run);
     this.refreshThreads();
     this.debug.refresh();
+    this.memory.refresh(); // the answer may have noted a preference
     if (done.status === "interrupted") this.view.focusDecision();
     else this.els.input.focus({ preventScroll: true });
   }

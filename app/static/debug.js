@@ -1,4 +1,5 @@
-// The debug drawer: the thread's state and checkpoint history, with "rewind to here".
+// The debug drawer: the thread's state and checkpoint history, with "rewind to here", and a
+// note when the assistant works from a summary of the earlier messages.
 
 import { clear, h, prettyJson, relativeTime } from "./dom.js";
 
@@ -26,6 +27,13 @@ export class DebugDrawer {
     this.historyList = h("ol", { class: "checkpoints", dataset: { testid: "debug-history" } });
     this.olderButton = h("button", { type: "button", hidden: true, onclick: () => this.loadOlder() }, "Older checkpoints");
     this.status = h("p", { class: "muted", role: "status", tabindex: "-1", dataset: { testid: "debug-status" } });
+    this.summaryText = h("blockquote", { class: "summary-text", dataset: { testid: "debug-summary-text" } });
+    this.summaryNote = h(
+      "section",
+      { class: "summary-note", hidden: true, dataset: { testid: "debug-summary" } },
+      h("p", { class: "muted" }, "Earlier messages are summarised for the assistant:"),
+      this.summaryText,
+    );
     this.closeButton = h(
       "button",
       { type: "button", class: "icon", "aria-label": "Close debug drawer", dataset: { testid: "debug-close" }, onclick: () => this.close() },
@@ -40,6 +48,7 @@ export class DebugDrawer {
         this.closeButton,
       ),
       this.status,
+      this.summaryNote,
       h("section", {}, h("h3", {}, "State ", h("code", {}, "GET /state")), this.statePre),
       h("section", {}, h("h3", {}, "History ", h("code", {}, "GET /history")), this.historyList, this.olderButton),
     );
@@ -69,6 +78,7 @@ export class DebugDrawer {
       clear(this.historyList);
       this.cursor = null;
       this.statePre.textContent = "";
+      this.showSummary(null);
       this.status.textContent = "No conversation yet: send a message first.";
       this.olderButton.hidden = true;
       return;
@@ -78,12 +88,20 @@ export class DebugDrawer {
       const [state, history] = await Promise.all([this.api.state(id), this.api.history(id)]);
       if (seq !== this.seq) return;
       this.statePre.textContent = prettyJson(state);
+      this.showSummary(state?.summary);
       clear(this.historyList);
       this.appendHistory(history);
       this.status.textContent = `Thread ${id}`;
     } catch (error) {
       if (seq === this.seq) this.status.textContent = error.message || "Could not load the debug view.";
     }
+  }
+
+  /** The messages list still holds the whole transcript; the model sees this instead. */
+  showSummary(summary) {
+    const text = typeof summary === "string" ? summary.trim() : "";
+    this.summaryNote.hidden = !text;
+    this.summaryText.textContent = text;
   }
 
   async loadOlder() {

@@ -32,6 +32,11 @@ export class ThreadList {
     this.render();
   }
 
+  remove(id) {
+    this.items = this.items.filter((t) => t.id !== id);
+    this.render();
+  }
+
   title(id) {
     return this.items.find((t) => t.id === id)?.title || UNTITLED;
   }

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from playwright.async_api import Locator, Page, expect
+
+# GET a path with the page's own token, as the page itself would; [status, JSON body or None].
+API_GET = """
+async (path) => {
+  const token = sessionStorage.getItem("cs-agent.token");
+  const response = await fetch(path, { headers: { Authorization: `Bearer ${token}` } });
+  const text = await response.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  return [response.status, body];
+}
+"""
 
 
 async def sign_in(page: Page, user_id: str | None) -> None:
@@ -12,7 +26,8 @@ async def sign_in(page: Page, user_id: str | None) -> None:
     else:
         await page.locator(f'[data-testid="signin-customer"][data-user-id="{user_id}"]').click()
     await expect(page.get_by_test_id("app")).to_be_visible()
-    await expect(page.get_by_test_id("composer-input")).to_be_visible()
+    # Enabled once the conversation to continue is on screen: keys typed before are lost.
+    await expect(page.get_by_test_id("composer-input")).to_be_editable()
 
 
 async def send(page: Page, text: str) -> None:
@@ -44,3 +59,16 @@ async def ask(page: Page, text: str) -> None:
     """Send a message and wait for the whole reply."""
     await send(page, text)
     await wait_until_idle(page)
+
+
+async def api_get(page: Page, path: str) -> tuple[int, Any]:
+    """GET an API path as the signed-in person: (status, parsed JSON or None)."""
+    status, body = await page.evaluate(API_GET, path)
+    return int(status), body
+
+
+async def current_thread_id(page: Page) -> str:
+    """The id of the conversation on screen (the page keeps it for reloads)."""
+    thread_id = await page.evaluate("sessionStorage.getItem('cs-agent.thread')")
+    assert thread_id, "no conversation on screen"
+    return str(thread_id)

@@ -9,6 +9,7 @@ from pathlib import Path
 from playwright.async_api import Page, expect
 
 from app.fakellm import Latency, Reply, Script, ScriptedModelServer
+from app.help.articles import shipped_articles
 from tests.browser.conftest import PENDING, SARA
 from tests.browser.pages import assistant_messages, send, sign_in, user_messages, wait_until_idle
 
@@ -17,6 +18,8 @@ ANSWER = (
     "Your order **#W0000001** is *pending*: it has not shipped yet, so you can still change it. "
     "Is there anything else I can help with today?"
 )
+# The sources line that directly follows an answer.
+ANSWER_SOURCES = '[data-testid="message-assistant"] + [data-testid="sources"]'
 
 
 async def streamed_texts(page: Page, timeout_s: float = 15) -> list[str]:
@@ -95,13 +98,14 @@ class TestSignInAndStreaming:
 
 
 class TestSources:
-    async def test_an_answer_from_a_help_article_links_to_it(
+    async def test_an_answer_from_a_help_article_links_to_the_article_page(
         self, page: Page, model_server: ScriptedModelServer
     ) -> None:
+        (article,) = [a for a in shipped_articles() if a.id == "refund-timing"]
         model_server.use(
             Script(
                 [
-                    Reply.call("get_help_article", article_id="refund-timing"),
+                    Reply.call("get_help_article", article_id=article.id),
                     Reply.say("Refunds to a card take 5-7 business days."),
                 ]
             )
@@ -110,11 +114,26 @@ class TestSources:
         await send(page, "How long do refunds take?")
         await expect(page.get_by_test_id("tool-label")).to_have_text("Reading a help article …")
         await wait_until_idle(page)
-        link = page.get_by_test_id("sources").get_by_test_id("source-link")
-        await expect(link).to_have_attribute("href", "/help/refund-timing")
-        await expect(link).not_to_be_empty()
+        # Right under the answer it supports.
+        answer = assistant_messages(page).last
+        await expect(answer).to_have_text("Refunds to a card take 5-7 business days.")
+        link = page.locator(ANSWER_SOURCES).get_by_test_id("source-link")
+        await expect(link).to_have_text(article.title)
+        await expect(link).to_have_attribute("href", f"/help/{article.id}")
+
+        async with (
+            page.context.expect_event("response", lambda r: "/help/" in r.url) as response_info,
+            page.context.expect_page() as tab_info,
+        ):
+            await link.click()
+        response = await response_info.value
+        assert response.status == 200
+        assert response.headers["content-type"].startswith("text/html")
+        tab = await tab_info.value
+        await expect(tab.get_by_role("heading", level=1)).to_have_text(article.title)
+
         # Sources stay with their answer when the thread is shown again.
         await page.reload()
-        await expect(page.get_by_test_id("source-link")).to_have_attribute(
-            "href", "/help/refund-timing"
+        await expect(page.locator(ANSWER_SOURCES).get_by_test_id("source-link")).to_have_text(
+            article.title
         )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from playwright.async_api import Locator, Page, expect
+from playwright.async_api import Locator, Page, Route, expect
 
 from app.fakellm import Reply, Script, ScriptedModelServer
 from tests.browser.conftest import SARA
 from tests.browser.pages import (
+    api_get,
     ask,
     assistant_messages,
+    current_thread_id,
     sign_in,
     user_messages,
     wait_until_idle,
@@ -121,6 +123,43 @@ class TestThreads:
         await expect(page.get_by_test_id("empty-state")).to_be_visible()
 
 
+class TestDeleteThread:
+    async def test_deleting_after_confirming_removes_the_conversation_and_starts_afresh(
+        self, page: Page, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("Kept."), Reply.say("Soon gone.")]))
+        await sign_in(page, SARA)
+        delete = page.get_by_test_id("delete-thread")
+        await expect(delete).to_be_hidden()  # nothing to delete yet
+        await ask(page, "keep me")
+        await page.get_by_test_id("new-thread").click()
+        await ask(page, "delete me")
+        doomed = await current_thread_id(page)
+        await expect(thread_items(page)).to_have_count(2)
+
+        # A confirm step first; the keyboard lands on Cancel, and Escape cancels too.
+        await delete.click()
+        confirm = page.get_by_test_id("delete-confirm")
+        await expect(confirm).to_contain_text("Delete this conversation?")
+        await expect(confirm.get_by_test_id("delete-cancel")).to_be_focused()
+        await page.keyboard.press("Escape")
+        await expect(confirm).to_be_hidden()
+        await expect(delete).to_be_focused()
+        assert (await api_get(page, f"/threads/{doomed}/state"))[0] == 200
+
+        await delete.click()
+        await confirm.get_by_test_id("delete-confirm-yes").click()
+        await expect(page.get_by_test_id("empty-state")).to_be_visible()
+        await expect(page.get_by_test_id("thread-heading")).to_have_text("New conversation")
+        await expect(thread_items(page).get_by_test_id("thread-title")).to_have_text(["keep me"])
+        await expect(delete).to_be_hidden()
+        await expect(page.get_by_test_id("composer-input")).to_be_focused()
+        assert (await api_get(page, f"/threads/{doomed}/state"))[0] == 404
+        await page.reload()
+        await expect(page.get_by_test_id("empty-state")).to_be_visible()
+        await expect(thread_items(page)).to_have_count(1)
+
+
 class TestDebugDrawer:
     async def test_shows_state_and_history_and_rewinds_to_a_checkpoint(
         self, page: Page, model_server: ScriptedModelServer
@@ -147,3 +186,28 @@ class TestDebugDrawer:
         await page.keyboard.press("Escape")
         await expect(drawer).to_be_hidden()
         await expect(page.get_by_test_id("toggle-debug")).to_be_focused()
+
+    async def test_a_summarised_conversation_shows_the_summary(
+        self, page: Page, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("Hello.")]))
+        await sign_in(page, SARA)
+        await ask(page, "hi")
+        await page.get_by_test_id("toggle-debug").click()
+        drawer = page.get_by_test_id("debug-drawer")
+        await expect(drawer.get_by_test_id("debug-state")).to_contain_text('"summary": null')
+        await expect(drawer.get_by_test_id("debug-summary")).to_be_hidden()
+
+        summary = "The customer asked about <b>refunds</b>."
+
+        async def summarised(route: Route) -> None:
+            response = await route.fetch()
+            await route.fulfill(
+                response=response, json={**await response.json(), "summary": summary}
+            )
+
+        await page.route("**/threads/*/state", summarised)
+        await drawer.get_by_test_id("debug-refresh").click()
+        note = drawer.get_by_test_id("debug-summary")
+        await expect(note).to_contain_text("Earlier messages are summarised for the assistant")
+        await expect(note.get_by_test_id("debug-summary-text")).to_have_text(summary)
