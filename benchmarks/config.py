@@ -26,7 +26,11 @@ class Plan:
     variant_reps: int  # proposed-fix variant at the same load (0: skip)
     variant_levels: tuple[int, ...] = (1, 32)
     # name -> BENCH_VARIANT of benchmarks/variant.py (our service with a proposed change)
-    variants: tuple[tuple[str, str], ...] = (("lockless", "lockless"), ("async", "async"))
+    variants: tuple[tuple[str, str], ...] = (
+        ("lockless", "lockless"),
+        ("async", "async"),
+        ("workers2", "workers=2"),
+    )
     warmup_turns: int = 12
     turns_per_conversation: int = 3
 

@@ -98,9 +98,14 @@ class Proc:
             self._log_file = None
 
     def cpu_s(self) -> float:
+        """CPU seconds of the process and its live children (uvicorn workers)."""
         try:
-            t = psutil.Process(self.pid).cpu_times()
-            return float(t.user + t.system)
+            process = psutil.Process(self.pid)
+            total = 0.0
+            for p in [process, *process.children(recursive=True)]:
+                t = p.cpu_times()
+                total += t.user + t.system
+            return total
         except psutil.Error:
             return 0.0
 

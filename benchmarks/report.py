@@ -257,6 +257,8 @@ def _section_variant(r: dict[str, Any]) -> list[str]:
         "  (a step's checkpoint is written while the next step runs; the run still ends after"
         " every",
         "  write has landed).",
+        "- `workers2`: two uvicorn worker processes on one port (`uvicorn.run(..., factory=True,",
+        "  workers=2)` on `app.main:create_app`), each with its own pools, checkpointer and graph.",
         "",
         *_load_table(table),
         "",
@@ -284,15 +286,17 @@ def _section_long(r: dict[str, Any]) -> list[str]:
         "`usage.input_tokens`: both model calls of the turn added up (the trim budget",
         "CONTEXT_MAX_TOKENS=6000 applies to each call's messages; the tool schemas come on top).",
         "",
-        "| history (messages) | turns | turn p50 / p95 ms | TTFT p50 ms | checkpoint bytes/turn "
-        "(median / p95) | rows/turn ckpt+blobs+writes | input tokens/turn (max) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| history (messages posted) | working messages in state | turns | turn p50 / p95 ms "
+        "| TTFT p50 ms | checkpoint bytes/turn (median / p95) | rows/turn ckpt+blobs+writes "
+        "| input tokens/turn (max) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for level, e in sorted(long["levels"].items(), key=lambda kv: int(kv[0])):
         rows = e["rows_per_turn"]
         tokens = e["input_tokens"]
+        working = f"{min(e['history'])}-{max(e['history'])}" if e["history"] else NA
         lines.append(
-            f"| {level} | {len(e['latency_ms'])} | {fmt(median(e['latency_ms']), 0)} / "
+            f"| {level} | {working} | {len(e['latency_ms'])} | {fmt(median(e['latency_ms']), 0)} / "
             f"{fmt(p95(e['latency_ms']), 0)} | {fmt(median(e['ttft_ms']), 0)} | "
             f"{fmt_pair(e['bytes_per_turn'], 0)} | {rows['checkpoints']:.1f} + "
             f"{rows['blobs']:.1f} + {rows['writes']:.1f} | "
@@ -303,7 +307,19 @@ def _section_long(r: dict[str, Any]) -> list[str]:
         + ", ".join(f"{t} {v / 1024:.1f} KiB" for t, v in e["bytes_by_table"].items())
         for level, e in sorted(long["levels"].items(), key=lambda kv: int(kv[0]))
     ]
-    lines += ["", "Checkpoint bytes per turn by table: " + "; ".join(by_table) + ".", ""]
+    lines += [
+        "",
+        "Checkpoint bytes per turn by table: " + "; ".join(by_table) + ".",
+        "",
+        "*Working messages* is the thread's `message_count` (the state's `messages`) before the"
+        " measured",
+        "turn: once the working list passes SUMMARY_TRIGGER_TOKENS the service folds the oldest"
+        " messages",
+        "into a summary and moves them to the transcript archive, so a thread of 400 posted"
+        " messages keeps",
+        "only its newest ones in the checkpoint.",
+        "",
+    ]
     pg_levels = {k: v["pg"] for k, v in long["levels"].items() if "pg" in v}
     if pg_levels:
         lines += [
@@ -438,6 +454,19 @@ def _section_profile(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _generic(command: str, r: dict[str, Any]) -> str:
+    """A command line with this run's ports, database and output folder made generic."""
+    import re
+
+    command = re.sub(r"csagent_bench_\d+", "csagent_bench_<pid>", command)
+    command = re.sub(r"http://127\.0\.0\.1:\d+", "http://127.0.0.1:<port>", command)
+    command = re.sub(r"--port \d+", "--port <port>", command)
+    command = re.sub(r"/\S*/benchmarks/out/[^/\s]+/", "benchmarks/out/<run>/", command)
+    command = re.sub(r"--tag \S+", "--tag <tag>", command)
+    command = re.sub(r"--(customers|total-turns) \d+", r"--\1 <n>", command)
+    return command
+
+
 def _section_reproduce(r: dict[str, Any]) -> list[str]:
     lines = [
         "## Reproduce",
@@ -446,13 +475,23 @@ def _section_reproduce(r: dict[str, Any]) -> list[str]:
         r["command"],
         "```",
         "",
-        "It creates the database, seeds it once, starts every process below on free ports,"
-        " runs the",
-        "clients, and drops the database. The processes, as started in this run:",
+        "It creates the database, seeds it once, starts every process below on free ports"
+        " (a model server",
+        "per latency profile, our service, the peer, the variants), runs the client processes,"
+        " and drops",
+        "the database. One command of each kind, as run (ports, paths and tags generic):",
         "",
         "```",
     ]
-    lines += [f"# {name}\n{cmd}" for name, cmd in r.get("commands", {}).items()]
+    seen: set[str] = set()
+    for name, command in r.get("commands", {}).items():
+        generic = _generic(command, r)
+        if generic in seen:
+            continue
+        seen.add(generic)
+        lines += [f"# {name.split(':')[0]}", generic]
+    if "tps" in r.get("ceiling_b", {}):
+        lines += ["# pgbench", _generic(r["ceiling_b"]["command"], r)]
     return [*lines, "```", ""]
 
 

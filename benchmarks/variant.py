@@ -10,6 +10,10 @@
 - `async`: the run streams the graph with `durability="async"` instead of "sync": each
   step's checkpoint is written while the next step runs, and the run still ends only
   after every write landed.
+- `workers=N`: N uvicorn worker processes on one port (`uvicorn.run(..., factory=True,
+  workers=N)`), each with its own lifespan (pools, checkpointer, graph). The design keeps
+  every shared thing in Postgres, so nothing else changes. Migrations must already be
+  applied (the benchmark seeds first).
 
 Nothing under app/ is edited; the proposals for the owners are in RESULTS.md.
 """
@@ -60,8 +64,36 @@ def _async_durability() -> None:
     Pregel.astream = patched  # type: ignore[method-assign]
 
 
+def serve_workers(workers: int, argv: list[str]) -> None:
+    import argparse
+
+    import uvicorn
+
+    from app.config import Settings
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command")
+    parser.add_argument("--host", default=None)
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--no-seed", action="store_true")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    host, port = args.host or settings.host, args.port or settings.port
+    print(f"cs-agent ({workers} workers) serving on http://{host}:{port}", flush=True)
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+    )
+
+
 def apply(changes: str) -> None:
     for change in filter(None, (c.strip() for c in changes.split(","))):
+        if change.startswith("workers="):
+            continue  # handled by main()
         if change == "lockless":
             AsyncPostgresSaver._cursor = _pooled_cursor  # type: ignore[method-assign]
         elif change == "async":
@@ -71,7 +103,12 @@ def apply(changes: str) -> None:
 
 
 def main() -> None:
-    apply(os.environ.get("BENCH_VARIANT", "lockless"))
+    changes = os.environ.get("BENCH_VARIANT", "lockless")
+    apply(changes)
+    workers = [int(c.split("=", 1)[1]) for c in changes.split(",") if c.startswith("workers=")]
+    if workers:
+        serve_workers(workers[0], sys.argv[1:])
+        return
     from app.cli import main as app_main
 
     app_main(sys.argv[1:])
