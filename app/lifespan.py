@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import httpx
 import structlog
 from fastapi import FastAPI
 from langchain_core.language_models import BaseChatModel
@@ -31,6 +32,11 @@ SHUTDOWN_GRACE_S = 20.0
 
 
 async def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseChatModel, str]:
+    http_client = httpx.AsyncClient(
+        timeout=settings.llm_timeout_s,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
+    )
+    stack.push_async_callback(http_client.aclose)
     if settings.uses_demo_model:
         from app.demo.server import start_demo_model
 
@@ -39,9 +45,9 @@ async def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseCh
             "using the built-in DEMO model; connect a real one with OPENAI_BASE_URL",
             demo_url=base_url,
         )
-        return build_chat_model(settings, base_url=base_url), "demo"
+        return build_chat_model(settings, base_url=base_url, http_client=http_client), "demo"
     log.info("using model", model=settings.llm_model, base_url=settings.openai_base_url or "openai")
-    return build_chat_model(settings), settings.llm_model
+    return build_chat_model(settings, http_client=http_client), settings.llm_model
 
 
 @asynccontextmanager

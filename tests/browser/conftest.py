@@ -8,18 +8,13 @@ demo model, say), change `page_model` and `browser_settings`: nothing else depen
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from langchain_core.language_models import BaseChatModel
-from langchain_openai import ChatOpenAI
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,8 +22,10 @@ from app.config import Settings
 from app.domain.models import Product, Variant
 from app.fakellm import ScriptedModelServer
 from app.help.repository import sync_help_articles
-from app.main import STATIC_DIR, create_app
+from app.main import STATIC_DIR
 from tests import factories as f
+from tests.fakes.fixtures import chat_model
+from tests.integration.api_harness import LiveServer
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,38 +48,8 @@ EVE_ORDER = "#W0000003"
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=1</script>'
 
 
-class AppServer:
-    """`create_app(settings, model=...)` under uvicorn, in a background thread."""
-
-    def __init__(self, settings: Settings, model: BaseChatModel | None) -> None:
-        self.settings = settings
-        app = create_app(settings, model=model)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> AppServer:
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the app server did not start")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
-        self._sock.close()
+# The same live server the API tests use.
+AppServer = LiveServer
 
 
 @pytest.fixture(scope="session")
@@ -93,15 +60,7 @@ def browser_settings(database_url: str) -> Settings:
 @pytest.fixture(scope="session")
 def page_model(scripted_model_session: ScriptedModelServer) -> BaseChatModel | None:
     """The model behind the page; None would mean the app's configured (demo) model."""
-    return ChatOpenAI(
-        base_url=scripted_model_session.base_url,
-        api_key="test",
-        model="gpt-4o-mini",
-        streaming=True,
-        stream_usage=True,
-        max_retries=0,
-        timeout=20,
-    )
+    return chat_model(scripted_model_session, streaming=True, timeout=20)
 
 
 @pytest.fixture(scope="session")

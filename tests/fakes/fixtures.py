@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from langchain_openai import ChatOpenAI
 
@@ -34,6 +35,9 @@ def chat_model(server: ScriptedModelServer | str, **options: Any) -> ChatOpenAI:
         "timeout": 10,
     }
     settings.update(options)
+    # Its own HTTP client: langchain-openai would otherwise share one per address across
+    # the process, and each test server runs on its own event loop.
+    settings.setdefault("http_async_client", httpx.AsyncClient(timeout=settings["timeout"]))
     return ChatOpenAI(**settings)
 
 

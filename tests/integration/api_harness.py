@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from langchain_core.language_models import BaseChatModel
 
 from app.api.auth import issue_token
 from app.config import Settings
@@ -20,14 +21,19 @@ from tests.fakes.fixtures import chat_model
 
 
 class LiveServer:
-    def __init__(self, settings: Settings, model_server: ScriptedModelServer) -> None:
+    """`create_app(settings, model=...)` under uvicorn, in a background thread.
+
+    `model=None` runs the app's configured model (the demo model when none is set).
+    """
+
+    def __init__(self, settings: Settings, model: BaseChatModel | None) -> None:
         self.settings = settings
-        app = create_app(settings, model=chat_model(model_server, streaming=True, timeout=20))
+        app = create_app(settings, model=model)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
@@ -39,7 +45,7 @@ class LiveServer:
 
     def start(self) -> LiveServer:
         self._thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the app server did not start")
@@ -64,7 +70,8 @@ class LiveServer:
 
 @contextmanager
 def live_server(settings: Settings, model_server: ScriptedModelServer) -> Iterator[LiveServer]:
-    server = LiveServer(settings, model_server).start()
+    model = chat_model(model_server, streaming=True, timeout=20)
+    server = LiveServer(settings, model).start()
     try:
         yield server
     finally:

@@ -76,6 +76,7 @@ class TestStreamContract:
         )
         names = [e[0] for e in events]
         assert names[0] == "run" and names[-1] == "done"
+        assert "tool_call" in names, events
         assert names.index("tool_call") < names.index("tool_result") < names.index("token")
         assert names.count("token") > 3  # the answer arrived in pieces
         ids = [int(e[1]) for e in events]
