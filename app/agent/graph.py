@@ -88,7 +88,8 @@ def build_graph(
         "agent",
         route,
         {
-            "__end__": "summarize" if archive is not None else END,
+            "__end__": END,
+            "summarize": "summarize" if archive is not None else END,
             "read_tools": "read_tools",
             "confirm": "confirm",
             "write_tools": "write_tools",

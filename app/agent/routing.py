@@ -16,9 +16,10 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 
 from app.agent.state import AgentState, Breaker
+from app.agent.trimming import count_tokens
 from app.config import Settings
 
-Route = Literal["__end__", "read_tools", "confirm", "write_tools", "blocked"]
+Route = Literal["__end__", "summarize", "read_tools", "confirm", "write_tools", "blocked"]
 
 BREAKER_OPEN = (
     "Error: tool {name} is temporarily unavailable; answer with what you have or "
@@ -66,7 +67,9 @@ def last_ai(state: AgentState) -> AIMessage | None:
 def route_after_agent(state: AgentState, settings: Settings, write_names: frozenset[str]) -> Route:
     ai = last_ai(state)
     if ai is None or not ai.tool_calls:
-        return "__end__"
+        # Only a long thread pays for the summarise step (and its checkpoint).
+        long = count_tokens(state.get("messages") or []) > settings.summary_trigger_tokens
+        return "summarize" if long else "__end__"
     blocked = blocked_calls(state, ai.tool_calls, settings)
     runnable = [c for c in ai.tool_calls if c["id"] not in blocked]
     if not runnable:
