@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark and write benchmarks/RESULTS.md.
 
-    .venv/bin/python -m benchmarks.run            # full run (about 10 minutes)
-    .venv/bin/python -m benchmarks.run --quick    # smoke run (1-2 minutes)
+    .venv/bin/python -m benchmarks.run            # full run (about 13 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.run --quick    # smoke run, 2-3 minutes (out/RESULTS-quick.md)
 
 Postgres is DATABASE_URL's server, else postgres@127.0.0.1:5432 (trust). A fresh database
 csagent_bench_<pid> is created, seeded once and dropped at the end. Raw results and logs go
@@ -448,8 +448,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke run, 1-2 minutes")
     parser.add_argument(
         "--results",
-        default=str(ROOT / "benchmarks" / "RESULTS.md"),
-        help="where to write the report",
+        default=None,
+        help="where to write the report (default: benchmarks/RESULTS.md; with --quick,"
+        " benchmarks/out/RESULTS-quick.md so a smoke run never replaces the real figures)",
     )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the database")
     return parser.parse_args(argv)
@@ -461,6 +462,9 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.results is None:
+        name = "out/RESULTS-quick.md" if args.quick else "RESULTS.md"
+        args.results = str(ROOT / "benchmarks" / name)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background
         signal.signal(signal.SIGINT, signal.default_int_handler)
