@@ -225,7 +225,7 @@ def render(cache_rows: list[dict[str, Any]], long_rows: list[dict[str, Any]], to
     return "\n".join(lines) + "\n"
 
 
-async def main(out: Path | None) -> str:
+async def main() -> str:
     url, admin = create_fresh_database("csagent_features")
     started = time.monotonic()
     try:
@@ -250,7 +250,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    text = asyncio.run(main(args.out))
+    text = asyncio.run(main())
     if args.out is not None:
         args.out.write_text(text)
     print(text)
