@@ -59,6 +59,8 @@ async def _prepare(settings: Settings, *, seed_if_empty: bool) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    import os
+
     import uvicorn
 
     from app.logging import configure_logging
@@ -69,8 +71,19 @@ def cmd_serve(args: argparse.Namespace) -> None:
     asyncio.run(_prepare(settings, seed_if_empty=not args.no_seed))
     host = args.host or settings.host
     port = args.port or settings.port
-    print(f"cs-agent serving on http://{host}:{port}  (API docs: /docs)")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=settings.log_level.lower())
+    workers = args.workers or settings.web_workers
+    print(f"cs-agent serving on http://{host}:{port}  (API docs: /docs, workers: {workers})")
+    level = settings.log_level.lower()
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level=level)
+        return
+    # Worker processes build their own app from the environment; hand them the database this
+    # process resolved (it may be the embedded server, which lives as long as this process).
+    assert settings.database_url
+    os.environ["DATABASE_URL"] = settings.database_url
+    uvicorn.run(
+        "app.main:create_app", factory=True, host=host, port=port, workers=workers, log_level=level
+    )
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:
@@ -134,6 +147,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--no-seed", action="store_true", help="do not load demo data")
+    serve.add_argument("--workers", type=int, help="worker processes (default WEB_WORKERS)")
     serve.set_defaults(func=cmd_serve)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
     seed = sub.add_parser("seed", help="load the demo shop")

@@ -19,6 +19,9 @@ class Settings(BaseSettings):
     app_env: Literal["dev", "prod"] = "dev"
     host: str = "127.0.0.1"
     port: int = 8000
+    # Worker processes for `serve`. Runs, locks and state all live in Postgres, so any number
+    # of workers (or replicas) can serve the same threads.
+    web_workers: int = Field(default=1, ge=1, le=64)
     log_level: str = "INFO"
 
     # Unset: an embedded PostgreSQL is started under `data_dir`.

@@ -87,7 +87,7 @@ async def build_services(
         )
         repo = RunRepository(pool)
         metrics = Metrics()
-        runs = RunService(graph, settings, checkpointer, locks, repo, metrics)
+        runs = RunService(graph, settings, locks, repo, metrics)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         yield Services(
             settings=settings,

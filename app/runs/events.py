@@ -6,7 +6,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 
 from app.agent.react_protocol import FinalAnswerFilter
 from app.runs.views import shorten, text_of
@@ -46,6 +52,7 @@ class TurnRecorder:
     text_protocol: bool = False
     filters: dict[str, FinalAnswerFilter] = field(default_factory=dict)
     pending: list[dict[str, Any]] | None = None
+    citations: list[dict[str, Any]] = field(default_factory=list)
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[Event]:
         if mode == "messages":
@@ -67,7 +74,11 @@ class TurnRecorder:
                         self.pending = value["pending"]
                         yield "interrupt", {"pending": value["pending"]}
                 continue
+            if node == "sanitize" and isinstance(update, dict):
+                self._add_citations(update.get("citations") or [])
             for message in _messages_in(update):
+                if isinstance(message, RemoveMessage):
+                    continue  # folded into a summary; it stays in the transcript
                 if message.id:
                     self.added[message.id] = message
                 if node == "agent" and isinstance(message, AIMessage):
@@ -95,6 +106,13 @@ class TurnRecorder:
                             "content": shorten(text_of(message), 500),
                         },
                     )
+
+    def _add_citations(self, cited: list[Any]) -> None:
+        seen = {c["id"] for c in self.citations}
+        for c in cited:
+            if isinstance(c, dict) and c.get("id") not in seen:
+                self.citations.append(dict(c))
+                seen.add(c.get("id"))
 
     def _count_usage(self, message: AIMessage) -> None:
         usage = message.usage_metadata

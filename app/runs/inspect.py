@@ -165,8 +165,9 @@ class ThreadInspector:
                 # Drop the target's unfinished steps so the next message starts a clean turn.
                 head = await self.graph.aupdate_state(head, None, as_node="__end__")
             snapshot = await self.graph.aget_state(_config(thread_id))
-            messages = (snapshot.values or {}).get("messages", [])
-            await self.repo.touch_thread(thread_id, title=None, message_count=len(messages))
+            values = snapshot.values or {}
+            count = int(values.get("archived_count", 0)) + len(values.get("messages", []))
+            await self.repo.set_message_count(thread_id, count)
             return self.state_view(snapshot, session_id, role, user_id)
         finally:
             await self.locks.release(thread_id)

@@ -47,14 +47,34 @@ class RunRepository:
             rows: list[dict[str, Any]] = await cur.fetchall()
             return rows
 
-    async def touch_thread(self, thread_id: str, *, title: str | None, message_count: int) -> None:
+    async def touch_thread(self, thread_id: str, *, title: str | None, added: int) -> None:
+        """Record activity: `added` messages joined the transcript (summaries never remove
+        from it, so the count only grows; a rewind sets it with `set_message_count`)."""
         async with self.pool.connection() as conn:
             await conn.execute(
-                """UPDATE threads SET updated_at = now(), message_count = %s,
+                """UPDATE threads SET updated_at = now(), message_count = message_count + %s,
                           title = CASE WHEN title = '' THEN coalesce(%s, '') ELSE title END
                    WHERE thread_id = %s""",
-                (message_count, title, thread_id),
+                (added, title, thread_id),
             )
+
+    async def set_message_count(self, thread_id: str, count: int) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE threads SET updated_at = now(), message_count = %s WHERE thread_id = %s",
+                (count, thread_id),
+            )
+
+    async def latest_checkpoint_id(self, thread_id: str) -> str | None:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT checkpoint_id FROM checkpoints
+                   WHERE thread_id = %s AND checkpoint_ns = ''
+                   ORDER BY checkpoint_id DESC LIMIT 1""",
+                (thread_id,),
+            )
+            row = await cur.fetchone()
+            return str(row["checkpoint_id"]) if row else None
 
     async def delete_thread(self, thread_id: str) -> None:
         async with self.pool.connection() as conn, conn.transaction():

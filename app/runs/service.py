@@ -18,10 +18,8 @@ import openai
 import structlog
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from app.agent.citations import turn_citations
 from app.agent.context import AgentContext
 from app.agent.graph import Graph, run_config
 from app.api.auth import Principal
@@ -58,7 +56,6 @@ class RunService:
         self,
         graph: Graph,
         settings: Settings,
-        checkpointer: BaseCheckpointSaver[Any],
         locks: ThreadLocks,
         repo: RunRepository,
         metrics: Metrics,
@@ -66,7 +63,6 @@ class RunService:
         self.metrics = metrics
         self.graph = graph
         self.settings = settings
-        self.checkpointer = checkpointer
         self.locks = locks
         self.repo = repo
         self._tasks: set[asyncio.Task[None]] = set()
@@ -153,8 +149,8 @@ class RunService:
         checkpoint_id: str | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         try:
-            head = await self.checkpointer.aget_tuple(config)
-            start_id = head.config["configurable"].get("checkpoint_id") if head else None
+            # Ids only: loading the checkpoint itself would deserialise the whole thread.
+            start_id = await self.repo.latest_checkpoint_id(run.thread_id)
             await run.queue.put(
                 (
                     "run",
@@ -170,16 +166,11 @@ class RunService:
             ):
                 for event in recorder.on_chunk(mode, chunk):
                     await run.queue.put(event)
-            snapshot = await self.graph.aget_state(config)
-            checkpoint_id = snapshot.config["configurable"].get("checkpoint_id")
-            status = "interrupted" if snapshot.interrupts else "completed"
-            cited = turn_citations(
-                snapshot.values.get("citations") or [], snapshot.values.get("turn_number", 0)
-            )
-            if cited and status == "completed":
-                await run.queue.put(("citations", {"citations": [dict(c) for c in cited]}))
-            messages = snapshot.values.get("messages", [])
-            await self.repo.touch_thread(run.thread_id, title=title, message_count=len(messages))
+            checkpoint_id = await self.repo.latest_checkpoint_id(run.thread_id)
+            status = "interrupted" if recorder.pending is not None else "completed"
+            if recorder.citations and status == "completed":
+                await run.queue.put(("citations", {"citations": recorder.citations}))
+            await self.repo.touch_thread(run.thread_id, title=title, added=len(recorder.added))
         except (openai.APIError, openai.APITimeoutError) as error:
             bound.warning("model call failed", error_type=type(error).__name__)
             await run.queue.put(
