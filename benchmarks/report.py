@@ -524,6 +524,8 @@ def render(r: dict[str, Any]) -> str:
     lines += _section_long(r)
     lines += _section_memory(r)
     lines += _section_ceilings(r)
+    if r.get("features_md"):
+        lines += [r["features_md"].rstrip(), ""]
     lines += _section_profile(r)
     lines += _section_reproduce(r)
     return "\n".join(lines)

@@ -11,6 +11,7 @@ to benchmarks/out/<stamp>/; `python -m benchmarks.report <results.json>` re-rend
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from benchmarks import machine, profiling, summary
+from benchmarks import features, machine, profiling, summary
 from benchmarks.config import FULL, QUICK, Plan
 from benchmarks.pgceiling import pgbench_ceiling
 from benchmarks.procs import (
@@ -437,6 +438,9 @@ def run_all(bench: Bench) -> None:
         bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]}, turns=2)
         bench.section_memory("ours", urls["ours"])
         bench.section_memory("peer", urls["peer"])
+    if plan.name == "full":
+        log("section 6: cache, text observations and summaries on/off (in-process)")
+        bench.results["features_md"] = asyncio.run(features.main())
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
