@@ -244,3 +244,106 @@ def _flat(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_flat(v) for v in value)
     return str(value)
+
+
+MAX_HELP_LINES = 3
+MAX_HELP_CHARS = 600
+MAX_LINE_SENTENCES = 2
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "can",
+        "could",
+        "do",
+        "does",
+        "for",
+        "from",
+        "have",
+        "how",
+        "i",
+        "if",
+        "is",
+        "it",
+        "long",
+        "me",
+        "much",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "take",
+        "the",
+        "there",
+        "this",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    }
+)
+
+
+def first_help_hit(result: Result) -> str | None:
+    """The id of search_help_center's best match, or None when it found nothing."""
+    if not result.ok:
+        return None
+    data = parse_json(result.body)
+    hits = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(hits, list) or not hits or not isinstance(hits[0], dict):
+        return None
+    article_id = hits[0].get("id")
+    return str(article_id) if article_id else None
+
+
+def help_not_found(result: Result, lang: Lang) -> str:
+    if result.is_error:
+        return say("lookup_failed", lang, problem=problem(result))
+    return say("no_help_article", lang)
+
+
+def help_answer(result: Result, question: str, lang: Lang) -> str:
+    """A short answer from the article's own body, naming the article."""
+    if not result.ok:
+        return help_not_found(result, lang)
+    article = parse_json(result.body)
+    if not isinstance(article, dict) or not isinstance(article.get("body"), str):
+        return found(result, lang)
+    title = str(article.get("title") or article.get("id") or "")
+    excerpt = help_excerpt(article["body"], question)
+    if not excerpt:
+        return say("no_help_article", lang)
+    return say("help_answer", lang, title=title, excerpt=excerpt)
+
+
+def help_excerpt(body: str, question: str) -> str:
+    """The article's first line, then the lines holding the question's words (or simply the
+    next lines); each at most two sentences, at most three lines and MAX_HELP_CHARS."""
+    lines = [_first_sentences(line.strip()) for line in body.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    keys = [w[:5] for w in _WORD.findall(question.lower()) if w not in _STOP_WORDS]
+    matching = [line for line in lines[1:] if any(k in line.lower() for k in keys)]
+    chosen = [lines[0], *(matching or lines[1:])][:MAX_HELP_LINES]
+    text = chosen[0]
+    for line in chosen[1:]:
+        if len(text) + len(line) + 1 > MAX_HELP_CHARS:
+            break
+        text += "\n" + line
+    return text if len(text) <= MAX_HELP_CHARS else text[: MAX_HELP_CHARS - 1] + "…"
+
+
+def _first_sentences(line: str) -> str:
+    return " ".join(_SENTENCE_END.split(line)[:MAX_LINE_SENTENCES])

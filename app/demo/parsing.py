@@ -10,7 +10,16 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 Intent = Literal[
-    "human", "cancel", "address", "return", "status", "shipping", "orders", "greeting", "help"
+    "human",
+    "cancel",
+    "address",
+    "return",
+    "status",
+    "shipping",
+    "orders",
+    "greeting",
+    "help",
+    "policy",
 ]
 Reason = Literal["ordered by mistake", "no longer needed"]
 
@@ -47,6 +56,40 @@ _NO = re.compile(
     re.I,
 )
 _NEGATION = re.compile(r"\b(?:not|don'?t|no)\b|不", re.I)
+
+# A policy question ("how long do refunds take?", "what is your return policy", "退款多久"):
+# a question form, a help-centre topic, and no particular order of the customer's.
+_POLICY_ASKS = re.compile(
+    r"\bhow (?:long|soon|many days|quickly|fast|much time|do(?:es)?|can|to)\b|\bpolic(?:y|ies)\b|"
+    r"\bcan (?:i|you|we)\b|\bdo you\b|\bis it possible\b|\bwhat(?:'s| is| are)? (?:your|the)\b|"
+    r"\bam i able\b|\bare (?:refunds|returns|exchanges)\b|"
+    r"多久|多长时间|几天|多少天|政策|规定|规则|怎么|怎样|如何|能不能|可不可以|可以.{0,12}吗|能.{0,12}吗",
+    re.I,
+)
+# Help-centre topics: the words to find them, and English search words for Chinese ones
+# (the help centre's search is English).
+_POLICY_TOPICS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\brefund|退款|退钱", re.I), "refund"),
+    (re.compile(r"\breturn|退货|退回", re.I), "return"),
+    (re.compile(r"\bexchang|换货|更换|调换|换(?:尺码|颜色|大小)", re.I), "exchange"),
+    (re.compile(r"\bgift ?cards?\b|礼品卡|礼物卡|购物卡", re.I), "gift card"),
+    (re.compile(r"\bgifts?\b|礼物|礼品(?!卡)", re.I), "gift"),
+    (
+        re.compile(
+            r"\b(?:shipping|delivery) (?:times?|takes?)\b|\bdeliver|\bship|配送|送达|到货", re.I
+        ),
+        "shipping time",
+    ),
+    (re.compile(r"\bcancel|取消", re.I), "cancel order"),
+    (re.compile(r"\bpay(?:ment|ing)?\b|付款|支付", re.I), "payment methods"),
+    (re.compile(r"\bdamaged|\bbroken|损坏|破损|坏了", re.I), "damaged item"),
+)
+_HOW_LONG_ZH = re.compile(r"多久|多长时间|几天|多少天")
+_OWN_ORDER = re.compile(
+    r"\b(?:my|this|that|these|those|our) (?:order|package|parcel|purchase|item|items)\b|"
+    r"我的订单|这个订单|这笔订单|我的包裹",
+    re.I,
+)
 
 _INTENTS: tuple[tuple[Intent, re.Pattern[str]], ...] = (
     (
@@ -118,6 +161,8 @@ def intent_of(text: str) -> Intent | None:
     """What the message asks for. A bare order id, email or number is data, not an intent
     (it answers a question the assistant asked), so it gives None."""
     has_order = order_id_in(text) is not None
+    if not has_order and is_policy_question(text):
+        return "policy"
     for intent, pattern in _INTENTS:
         if not pattern.search(text):
             continue
@@ -127,6 +172,28 @@ def intent_of(text: str) -> Intent | None:
     if weight_in(text) is not None and distance_in(text) is not None and not has_order:
         return "shipping"
     return None
+
+
+def is_policy_question(text: str) -> bool:
+    """A general question about the shop's policies, not a request about one order."""
+    if order_id_in(text) is not None or _OWN_ORDER.search(text):
+        return False
+    if weight_in(text) is not None and distance_in(text) is not None:
+        return False  # a shipping estimate
+    if not any(pattern.search(text) for pattern, _ in _POLICY_TOPICS):
+        return False
+    return bool(_POLICY_ASKS.search(text))
+
+
+def help_query_of(text: str) -> str:
+    """What to search the help centre for: the question itself, or for a Chinese one its
+    topics in English words."""
+    if not is_chinese(text):
+        return " ".join(text.split())
+    words = [english for pattern, english in _POLICY_TOPICS if pattern.search(text)]
+    if _HOW_LONG_ZH.search(text):
+        words.append("how long take")
+    return " ".join(words) or " ".join(text.split())
 
 
 def order_id_in(text: str) -> str | None:

@@ -17,6 +17,7 @@ from app.demo.parsing import (
     NEEDS_IDENTITY,
     distance_in,
     email_in,
+    help_query_of,
     item_ids_in,
     order_id_in,
     reason_in,
@@ -108,6 +109,8 @@ def _run(task: Task, conversation: Conversation) -> Reply:
             distance_km=answers.number(distance),
             weight_kg=answers.number(weight),
         )
+    if intent == "policy":
+        return Reply.call("search_help_center", query=help_query_of(task.opening))
     if intent == "human":
         return Reply.call("transfer_to_human_agents", summary=_handoff_summary(conversation))
     order_id = task.find(order_id_in)
@@ -244,6 +247,20 @@ def _original_payment(order: dict[str, object]) -> str | None:
     return None
 
 
+def _after_help_search(conversation: Conversation, result: Result) -> Reply:
+    """Read the best match before answering: a snippet is only an excerpt."""
+    article_id = answers.first_help_hit(result)
+    if article_id is None:
+        return Reply.say(answers.help_not_found(result, conversation.lang))
+    return Reply.call("get_help_article", article_id=article_id)
+
+
+def _after_help_article(conversation: Conversation, result: Result) -> Reply:
+    task = conversation.task()
+    question = help_query_of(task.opening) if task is not None else ""
+    return Reply.say(answers.help_answer(result, question, conversation.lang))
+
+
 def _answer_with(
     render: Callable[[Result, Lang], str],
 ) -> Callable[[Conversation, Result], Reply]:
@@ -260,4 +277,6 @@ _AFTER: dict[str, Callable[[Conversation, Result], Reply]] = {
     "modify_pending_order_address": _answer_with(answers.write_outcome),
     "return_delivered_order_items": _answer_with(answers.write_outcome),
     "transfer_to_human_agents": _answer_with(answers.write_outcome),
+    "search_help_center": _after_help_search,
+    "get_help_article": _after_help_article,
 }

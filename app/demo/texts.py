@@ -15,12 +15,12 @@ CONFIRM_MARK = {"en": "Please reply yes to confirm.", "zh": "请回复“确认�
 CAPABILITIES = {
     "en": (
         "I can check where an order is, list your orders, estimate shipping, cancel a pending "
-        "order, change a pending order's address, start a return, or pass you to a human "
-        'colleague. Try: "where is my order #W1234567?"'
+        "order, change a pending order's address, start a return, answer questions about our "
+        'policies, or pass you to a human colleague. Try: "where is my order #W1234567?"'
     ),
     "zh": (
         "我可以查询订单状态、列出您的订单、估算运费、取消未发货的订单、修改未发货订单的地址、"
-        "办理退货，或为您转接人工客服。例如：“我的订单 #W1234567 到哪了？”"
+        "办理退货、解答政策问题，或为您转接人工客服。例如：“我的订单 #W1234567 到哪了？”"
     ),
 }
 
@@ -171,6 +171,17 @@ _TEXTS: dict[str, dict[Lang, str]] = {
     "lookup_failed": {
         "en": "Sorry, I couldn't look that up: {problem}",
         "zh": "抱歉，没能查到：{problem}",
+    },
+    "help_answer": {
+        "en": "From our help article '{title}':\n{excerpt}",
+        "zh": "摘自我们的帮助文章《{title}》：\n{excerpt}",
+    },
+    "no_help_article": {
+        "en": (
+            "Our help centre has no article on that, so I won't guess. Would you like me to "
+            "pass you to a human colleague?"
+        ),
+        "zh": "帮助中心没有相关文章，我不便猜测。需要为您转接人工客服吗？",
     },
     "found": {"en": "Here is what I found: {summary}", "zh": "查询结果：{summary}"},
     "cannot_now": {

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.agent.context import Role
 from app.api.auth import issue_token
 from app.config import Settings
+from app.help.repository import sync_help_articles
 from app.main import create_app
 from tests.integration.agent_harness import fetch_one, load_small_shop
 
@@ -179,6 +180,23 @@ class TestAnswers:
         turn = await session(client, app, NOAH).say("list my orders")
         assert turn.calls == [("get_user_details", {"user_id": NOAH})]
         assert "#W7678072, #W2611340" in turn.text
+
+
+class TestHelpCentre:
+    async def test_a_policy_question_is_answered_from_the_article_it_cites(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        await sync_help_articles(shop)  # the test database starts with none
+        turn = await session(client, app, NOAH).say("How long do refunds take?")
+        assert turn.calls == [
+            ("search_help_center", {"query": "How long do refunds take?"}),
+            ("get_help_article", {"article_id": "refund-timing"}),
+        ]
+        assert turn.status == "completed"
+        cited = [c["id"] for e in turn.named("citations") for c in e["citations"]]
+        assert cited == ["refund-timing"]
+        assert "From our help article 'How long do refunds take?':" in turn.text
+        assert "depends on the payment method" in turn.text
 
 
 class TestCancel:
