@@ -31,6 +31,20 @@ RAW_KEY = "react_raw"  # the model's own text for a step, kept for GET /state
 THOUGHT_KEY = "thought"
 
 
+def text_of(message: BaseMessage) -> str:
+    """A message's text, whether its content is a string or a list of content blocks."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
 def formatted(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Tool results rendered for reading; everything else unchanged."""
     out: list[BaseMessage] = []

@@ -28,8 +28,8 @@ from app.agent.cache import invalidated as cache_invalidated
 from app.agent.cache import stored as cache_stored
 from app.agent.cache import tags_for as cache_tags
 from app.agent.citations import citations_from, is_stale_round
-from app.agent.context import AgentContext
-from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply
+from app.agent.context import AgentContext, conversation_customer
+from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply, text_of
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
 from app.agent.react_protocol import format_error_observation, render_tools_prompt, tool_arg_names
@@ -48,7 +48,6 @@ from app.agent.state import AgentState, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
 from app.memory.store import list_preferences, preferences_prompt
-from app.runs.views import text_of
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +134,8 @@ class CoreNodes:
         if steps >= self.settings.turn_step_budget:
             return {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
         forced = state.get("force_answer") is not None
-        system = await self._system(state, runtime, forced=forced)
+        remembered, memo = await self._preferences(runtime, state)
+        system = self._system(state, runtime, remembered, forced=forced)
         window = model_window(system, state.get("messages") or [], self.settings.context_max_tokens)
         if self.settings.observation_format == "text":
             window = formatted(window)
@@ -143,16 +143,16 @@ class CoreNodes:
         if every and steps and steps % every == 0:
             window.append(SystemMessage(content=reflection_note(steps)))
         if self.settings.tool_calling == "react":
-            return await self._text_protocol_step(window, state, forced=forced)
+            return {**await self._text_protocol_step(window, state, forced=forced), **memo}
         runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
         response = await runnable.ainvoke(window, get_config())
         response = with_invalid_calls_as_errors(response)
         if forced and isinstance(response, AIMessage) and response.tool_calls:
             response = response.model_copy(update={"tool_calls": []})
-        return {"messages": [response], "turn_steps": steps + 1}
+        return {"messages": [response], "turn_steps": steps + 1, **memo}
 
-    async def _system(
-        self, state: AgentState, runtime: Runtime[AgentContext], *, forced: bool
+    def _system(
+        self, state: AgentState, runtime: Runtime[AgentContext], remembered: str, *, forced: bool
     ) -> SystemMessage:
         parts = [
             str(
@@ -164,7 +164,6 @@ class CoreNodes:
                 ).content
             )
         ]
-        remembered = await self._preferences(runtime, state)
         if remembered:
             parts.append(remembered)
         if self.settings.tool_calling == "react":
@@ -211,16 +210,24 @@ class CoreNodes:
                 HumanMessage(content=format_error_observation(parsed.reason)),
             ]
 
-    async def _preferences(self, runtime: Runtime[AgentContext], state: AgentState) -> str:
-        ctx = runtime.context
-        customer = ctx.user_id if ctx.role == "customer" else state.get("verified_user_id")
+    async def _preferences(
+        self, runtime: Runtime[AgentContext], state: AgentState
+    ) -> tuple[str, dict[str, Any]]:
+        """The customer's remembered preferences, read from the store once per turn (and again
+        if a guest verifies mid-turn); the text is kept in state for the turn's other steps."""
+        customer = conversation_customer(runtime.context, state.get("verified_user_id"))
         if customer is None or runtime.store is None:
-            return ""
+            return "", {}
+        key = f"{state.get('turn_id')}|{customer}"
+        memo = state.get("preferences") or {}
+        if memo.get("key") == key:
+            return str(memo.get("text", "")), {}
         try:
-            return preferences_prompt(await list_preferences(runtime.store, customer))
+            text = preferences_prompt(await list_preferences(runtime.store, customer))
         except Exception:  # memory is a nicety; a turn never fails for it
             log.warning("could not read preferences")
-            return ""
+            return "", {}
+        return text, {"preferences": {"key": key, "text": text}}
 
     async def blocked(self, state: AgentState) -> dict[str, Any]:
         ai = last_ai(state)
@@ -274,8 +281,7 @@ class CoreNodes:
         breakers = updated_breakers(
             state.get("breakers") or {}, results, state.get("turn_number", 0), self.settings
         )
-        ctx = runtime.context
-        customer = ctx.user_id if ctx.role == "customer" else state.get("verified_user_id")
+        customer = conversation_customer(runtime.context, state.get("verified_user_id"))
         tool_cache, stats = self._cache_update(state, results, args_by_id, customer)
         update: dict[str, Any] = {
             "tool_cache": tool_cache,

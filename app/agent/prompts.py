@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import SystemMessage
 
-from app.agent.context import AgentContext
+from app.agent.context import AgentContext, conversation_customer
 
 POLICY = """You are the customer-service agent of an online shop. Be brief, friendly and exact.
 Rules:
@@ -35,7 +35,7 @@ def system_prompt(
     handed_off: bool = False,
     summary: str | None = None,
 ) -> SystemMessage:
-    customer = context.user_id if context.role == "customer" else verified_user_id
+    customer = conversation_customer(context, verified_user_id)
     identity = (
         f"This conversation's customer is verified: user id {customer}."
         if customer

@@ -38,6 +38,7 @@ class AgentState(TypedDict, total=False):
     summary: str | None  # what the folded-away messages said
     archived_count: int  # messages moved to the transcript archive
     summary_failures: int
+    preferences: dict[str, str]  # this turn's remembered preferences: {"key", "text"}
     format_errors: int  # text-protocol replies this turn that could not be read
 
 

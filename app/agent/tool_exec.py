@@ -21,7 +21,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from app.agent import cache
-from app.agent.context import AgentContext
+from app.agent.context import AgentContext, conversation_customer
 from app.agent.ports import WriteLedger
 from app.agent.routing import INVALID_ARGS_KEY, blocked_calls, is_failure, last_ai
 from app.agent.state import AgentState
@@ -135,8 +135,7 @@ class WriteNodes:
         ]
         if not writes:
             return {"confirmation": "approve"}
-        ctx = runtime.context
-        customer = ctx.user_id if ctx.role == "customer" else state.get("verified_user_id")
+        customer = conversation_customer(runtime.context, state.get("verified_user_id"))
         pending = [
             {
                 "id": c["id"],

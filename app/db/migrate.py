@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ def upgrade_domain(url: str) -> None:
     command.upgrade(alembic_config(url), "head")
 
 
+@functools.cache
 def head_revision() -> str | None:
+    """Read once per process: /readyz asks on every probe, and the files do not change."""
     script = ScriptDirectory.from_config(alembic_config("postgresql://unused"))
     return script.get_current_head()
 

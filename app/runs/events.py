@@ -14,8 +14,9 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from app.agent.model_view import text_of
 from app.agent.react_protocol import FinalAnswerFilter
-from app.runs.views import shorten, text_of
+from app.runs.views import shorten
 
 TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})
 Event = tuple[str, dict[str, Any]]

@@ -8,11 +8,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from app.agent.graph import Graph
+from app.agent.model_view import text_of
 from app.errors import NotFound, ThreadBusy, thread_not_found
 from app.runs.archive import PgTranscriptArchive
 from app.runs.locks import ThreadLocks
 from app.runs.repository import RunRepository
-from app.runs.views import message_view, shorten, text_of
+from app.runs.views import message_view, shorten
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
@@ -44,7 +45,7 @@ class ThreadInspector:
             raise thread_not_found()
         return row
 
-    def state_view(
+    def _base_view(
         self, snapshot: StateSnapshot, session_id: str, role: str, user_id: str
     ) -> dict[str, Any]:
         values = snapshot.values or {}
@@ -86,7 +87,19 @@ class ThreadInspector:
         snapshot = await self.graph.aget_state(_config(thread_id, checkpoint_id))
         if checkpoint_id and snapshot.created_at is None:
             raise NotFound("checkpoint not found", code="checkpoint_not_found")
-        view = self.state_view(snapshot, session_id, role, user_id)
+        return await self._view(snapshot, thread_id, session_id, role, user_id, working=working)
+
+    async def _view(
+        self,
+        snapshot: StateSnapshot,
+        thread_id: str,
+        session_id: str,
+        role: str,
+        user_id: str,
+        *,
+        working: bool = False,
+    ) -> dict[str, Any]:
+        view = self._base_view(snapshot, session_id, role, user_id)
         values = snapshot.values or {}
         view["summary"] = values.get("summary")
         archived = int(values.get("archived_count", 0))
@@ -163,12 +176,13 @@ class ThreadInspector:
             head = await self.graph.aupdate_state(target.config, None, as_node="__copy__")
             if target.next and not target.interrupts:
                 # Drop the target's unfinished steps so the next message starts a clean turn.
-                head = await self.graph.aupdate_state(head, None, as_node="__end__")
+                await self.graph.aupdate_state(head, None, as_node="__end__")
             snapshot = await self.graph.aget_state(_config(thread_id))
             values = snapshot.values or {}
             count = int(values.get("archived_count", 0)) + len(values.get("messages", []))
             await self.repo.set_message_count(thread_id, count)
-            return self.state_view(snapshot, session_id, role, user_id)
+            # The same view GET /state gives: the whole transcript, not just the working list.
+            return await self._view(snapshot, thread_id, session_id, role, user_id)
         finally:
             await self.locks.release(thread_id)
 

@@ -442,6 +442,15 @@ class TestTurnState:
         assert values["turn_id"] == human.id
         assert values["turn_number"] == 1
 
+    async def test_a_short_thread_skips_the_summarise_step(
+        self, conversation: Conversation, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("Hi there")]))
+        await conversation.say("hi")
+        steps = [s.next async for s in conversation.graph.aget_state_history(conversation.config)]
+        assert ("agent",) in steps
+        assert ("summarize",) not in steps
+
 
 class TestToolCache:
     async def test_repeated_lookup_is_served_from_the_cache_until_a_write(
@@ -535,3 +544,37 @@ class TestCitations:
         assert not model_server.requests[-1].tools
         assert final_text(values) == "Here you go."
         assert len(model_server.requests) == 5
+
+
+class TestPreferences:
+    async def test_preferences_are_read_once_per_turn_and_reach_every_call(
+        self,
+        conversation: Conversation,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        import app.agent.nodes as nodes
+        from app.memory.store import forget, remember
+
+        await remember(AsyncPostgresStore(shop), conversation.user_id, "name", "Sam")
+        reads: list[str] = []
+        real = nodes.list_preferences
+
+        async def counted(store: Any, customer: str) -> Any:
+            reads.append(customer)
+            return await real(store, customer)
+
+        monkeypatch.setattr(nodes, "list_preferences", counted)
+        model_server.use(
+            Script([Reply.call("get_order_details", order_id=PENDING_ORDER), Reply.say("ok")])
+        )
+        await conversation.say("status?")
+        assert reads == [conversation.user_id]
+        assert all("name: Sam" in r.system_prompt for r in model_server.requests)
+        model_server.use(Script([Reply.say("hi again")]))
+        await conversation.say("hello")
+        assert len(reads) == 2  # a new turn reads again
+        await forget(AsyncPostgresStore(shop), conversation.user_id, "name")

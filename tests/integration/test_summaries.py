@@ -146,3 +146,25 @@ class TestPieces:
         ]
         assert cut_point(msgs, 50) == 4
         assert cut_point(msgs, 10_000) == 0
+
+
+class TestRewindKeepsTheTranscript:
+    async def test_rewind_after_summaries_returns_the_whole_transcript(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        policy = Shop([Reply.say(f"summary {i}") for i in range(10)])
+        model_server.use(policy)
+        for i in range(8):
+            await say(client, server, "rw", f"question {i}")
+        assert policy.summary_requests, "the thread should have been summarised"
+        h = server.headers(NOAH)
+        full = (await client.get("/threads/rw/state", headers=h)).json()
+        last_user = [m for m in full["messages"] if m["role"] == "user"][-1]
+        r = await client.post("/threads/rw/rewind", json={"message_id": last_user["id"]}, headers=h)
+        assert r.status_code == 200
+        # the same view GET /state gives: every earlier message, archived ones included
+        assert [m["content"] for m in r.json()["messages"]] == [
+            m["content"] for m in full["messages"][:-2]
+        ]
+        again = (await client.get("/threads/rw/state", headers=h)).json()
+        assert again["messages"] == r.json()["messages"]

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import DEV_SECRET, Settings
+
+
+class TestSettings:
+    @pytest.mark.parametrize("value", ["none", "NONE", "null", "off", ""])
+    def test_prepare_threshold_none_turns_prepared_statements_off(self, value: str) -> None:
+        s = Settings(db_prepare_threshold=value, _env_file=None)  # type: ignore[call-arg,arg-type]
+        assert s.db_prepare_threshold is None
+
+    def test_prepare_threshold_keeps_numbers(self) -> None:
+        s = Settings(db_prepare_threshold="7", _env_file=None)  # type: ignore[call-arg,arg-type]
+        assert s.db_prepare_threshold == 7
+
+    @pytest.mark.parametrize("secret", [DEV_SECRET, "change-me", "short-but-random-xyz"])
+    def test_prod_refuses_weak_secrets(self, secret: str) -> None:
+        with pytest.raises(ValidationError, match="JWT_SECRET"):
+            Settings(  # type: ignore[call-arg]
+                app_env="prod", jwt_secret=secret, openai_api_key="k", _env_file=None
+            )
+
+    def test_prod_accepts_a_long_random_secret(self) -> None:
+        s = Settings(  # type: ignore[call-arg]
+            app_env="prod", jwt_secret="x9" * 20, openai_api_key="k", _env_file=None
+        )
+        assert s.app_env == "prod"
