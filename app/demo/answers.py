@@ -13,6 +13,10 @@ from app.demo.conversation import Result
 from app.demo.texts import Lang, say
 
 MAX_SUMMARY = 300
+MAX_RAW = 200  # raw (non-JSON) tool text shown to the customer: one sentence at most
+GENERIC_PROBLEM = "the request could not be completed."
+# Errors about the call itself (bad arguments, unknown tool) speak to the model, not the customer.
+_INTERNAL_ERRORS = ("Error: invalid arguments", "Error: there is no tool")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
 
 STATUS_NOTES: dict[str, dict[Lang, str]] = {
@@ -57,9 +61,16 @@ def number(value: Decimal) -> int | float:
 
 def problem(result: Result) -> str:
     """The first sentence of an error, without the prefix: short, and for the customer."""
-    text = result.content.removeprefix("Error:").strip()
-    first = _SENTENCE_END.split(text, maxsplit=1)[0]
-    return first[:MAX_SUMMARY] or "the request could not be completed."
+    content = result.content.strip()
+    if content.startswith(_INTERNAL_ERRORS):
+        return GENERIC_PROBLEM
+    return first_sentence(content.removeprefix("Error:").strip()) or GENERIC_PROBLEM
+
+
+def first_sentence(text: str, limit: int = MAX_RAW) -> str:
+    """The first sentence of text, cut to at most `limit` characters (with an ellipsis)."""
+    first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
 def _line(key: str, lang: Lang, **values: object) -> str:
@@ -230,8 +241,8 @@ def found(result: Result, lang: Lang) -> str:
 
 def describe(value: Any, raw: str) -> str:
     if value is None:
-        text = raw
-    elif isinstance(value, dict):
+        return first_sentence(raw)
+    if isinstance(value, dict):
         text = "; ".join(f"{k.replace('_', ' ')}: {_flat(v)}" for k, v in value.items())
     else:
         text = _flat(value)

@@ -62,7 +62,9 @@ class ModelEngine:
             if self.record:
                 self.errors.append(exc)
             log.warning("fakellm policy failed: %r", exc)
-            fault = Fault(500, f"fakellm policy error: {exc!r}", "policy_error", should_retry=False)
+            # Details reach the client only in tests (recording); otherwise they stay in the log.
+            detail = f"fakellm policy error: {exc!r}" if self.record else "fakellm policy error"
+            fault = Fault(500, detail, "policy_error", should_retry=False)
             return Reply(fault=fault)
 
     def asgi_app(self) -> Starlette:

@@ -13,6 +13,21 @@ export class ApiError extends Error {
 }
 
 const UNREACHABLE = "Could not reach the server. Check your connection and retry.";
+export const FALLBACK = "Something went wrong; please retry.";
+
+/** Text safe to show a user: an ApiError's message, never a raw JavaScript error. */
+export function userMessage(error, fallback = FALLBACK) {
+  return error instanceof ApiError && error.message ? error.message : fallback;
+}
+
+async function jsonOf(response) {
+  try {
+    return await response.json();
+  } catch (error) {
+    if (error?.name === "AbortError") throw error;
+    throw new ApiError(response.status, "bad_response", "The server sent an unexpected answer.");
+  }
+}
 
 async function errorFrom(response) {
   let code = `http_${response.status}`;
@@ -68,7 +83,7 @@ export class Api {
     }
     const response = await this.fetch(path, init);
     if (response.status === 204) return null;
-    return response.json();
+    return jsonOf(response);
   }
 
   get(path) {

@@ -1,6 +1,6 @@
 // The chat page: sign-in, threads, sending, streaming, confirmations, edits, memory, debug.
 
-import { Api, ApiError } from "./api.js";
+import { Api, ApiError, userMessage } from "./api.js";
 import { claimsOf, embeddedToken, forgetToken, showSignIn, storedName, storedToken, storeToken } from "./auth.js";
 import { ChatView } from "./chat.js";
 import { DebugDrawer } from "./debug.js";
@@ -134,8 +134,7 @@ class ChatApp {
     try {
       await this.threads.load(this.api);
     } catch (error) {
-      if (error.status === 401) return; // onUnauthorized has taken over
-      this.view.notice(error.message, { retry: () => this.enter(token) });
+      this.noticeFor(error, { retry: () => this.enter(token) }); // 401: onUnauthorized has taken over
       return;
     }
     const stored = sessionStorage.getItem(THREAD_KEY);
@@ -214,7 +213,7 @@ class ChatApp {
         this.view.notice("That conversation no longer exists.", { kind: "info" });
         return null;
       }
-      this.view.notice(error.message, { retry: () => this.reload() });
+      this.noticeFor(error, { retry: () => this.reload() });
       return null;
     }
   }
@@ -233,8 +232,7 @@ class ChatApp {
       if (error.status === 401) return false;
       if (error.status !== 404) {
         // (404: it is gone already, which is what was asked.)
-        if (error.code === "thread_busy") this.view.notice(BUSY, { kind: "info" });
-        else this.view.notice(error.message);
+        this.noticeFor(error);
         return false;
       }
     }
@@ -279,7 +277,7 @@ class ChatApp {
       } catch (error) {
         this.finishRun(run);
         this.restoreDraft(text);
-        this.view.notice(error.message);
+        this.noticeFor(error);
         return;
       }
     }
@@ -383,12 +381,19 @@ class ChatApp {
       if (draft) this.restoreDraft(draft);
       this.view.notice(BUSY, { kind: "info", retry: () => this.reload() });
     } else if (error.status === 0) {
-      this.view.notice(error.message, { retry: () => this.retry(draft) });
+      this.view.notice(userMessage(error), { retry: () => this.retry(draft) });
     } else if (error.code === "nothing_pending") {
       this.reload().then(() => this.view.notice("There is no change waiting for confirmation any more.", { kind: "info" }));
     } else {
-      this.view.notice(error.message, { retry: () => this.reload() });
+      this.view.notice(userMessage(error), { retry: () => this.reload() });
     }
+  }
+
+  /** An API failure as a notice: none for 401 (sign-in takes over), BUSY for a busy thread. */
+  noticeFor(error, opts = {}) {
+    if (error?.status === 401) return;
+    if (error?.code === "thread_busy") this.view.notice(BUSY, { ...opts, kind: "info" });
+    else this.view.notice(userMessage(error), opts);
   }
 
   /** After a dropped connection: show what the server has; offer the unsent text again. */
@@ -413,7 +418,7 @@ class ChatApp {
       this.view.renderState(state);
     } catch (error) {
       this.finishRun(run);
-      this.view.notice(error.code === "thread_busy" ? BUSY : error.message);
+      this.noticeFor(error);
       return;
     }
     await this.send(text, run);
@@ -430,7 +435,7 @@ class ChatApp {
       if (this.running !== run) return;
       this.view.renderState(state);
     } catch (error) {
-      this.view.notice(error.code === "thread_busy" ? BUSY : error.message);
+      this.noticeFor(error);
     } finally {
       this.finishRun(run);
     }

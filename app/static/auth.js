@@ -1,6 +1,7 @@
 // Who is signed in: the bearer token (kept in sessionStorage), the demo sign-in panel, and a
 // token handed over by an embedding site in production.
 
+import { userMessage } from "./api.js";
 import { clear, h } from "./dom.js";
 
 const TOKEN_KEY = "cs-agent.token";
@@ -82,7 +83,7 @@ export function showSignIn(panel, api, message = "") {
         const { token } = await api.demoLogin(role, userId);
         resolve({ token, name });
       } catch (error) {
-        status.textContent = error.message;
+        status.textContent = userMessage(error);
         panel.querySelectorAll("button").forEach((b) => (b.disabled = false));
       }
     };
@@ -122,7 +123,7 @@ export function showSignIn(panel, api, message = "") {
             ),
           );
         } else {
-          status.textContent = error.message;
+          status.textContent = userMessage(error);
         }
       },
     );

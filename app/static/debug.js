@@ -1,6 +1,7 @@
 // The debug drawer: the thread's state and checkpoint history, with "rewind to here", and a
 // note when the assistant works from a summary of the earlier messages.
 
+import { userMessage } from "./api.js";
 import { clear, h, prettyJson, relativeTime } from "./dom.js";
 
 export class DebugDrawer {
@@ -93,7 +94,7 @@ export class DebugDrawer {
       this.appendHistory(history);
       this.status.textContent = `Thread ${id}`;
     } catch (error) {
-      if (seq === this.seq) this.status.textContent = error.message || "Could not load the debug view.";
+      if (seq === this.seq) this.status.textContent = userMessage(error, "Could not load the debug view.");
     }
   }
 
@@ -110,7 +111,7 @@ export class DebugDrawer {
     try {
       this.appendHistory(await this.api.history(id, this.cursor));
     } catch (error) {
-      this.status.textContent = error.message;
+      this.status.textContent = userMessage(error, "Could not load older history.");
     }
   }
 

@@ -1,6 +1,7 @@
 // "What we remember about you": the signed-in customer's remembered preferences, each with a
 // Forget button. Guests have no memory of their own and see no panel.
 
+import { userMessage } from "./api.js";
 import { clear, h } from "./dom.js";
 
 const TITLE_ID = "memory-title";
@@ -77,7 +78,7 @@ export class MemoryPanel {
       // 404: it was forgotten already (another tab, say): the reload below shows that.
       if (error.status !== 404) {
         button.disabled = false;
-        if (error.status !== 401) this.status.textContent = error.message;
+        if (error.status !== 401) this.status.textContent = userMessage(error);
         return;
       }
     }

@@ -1,5 +1,6 @@
 // The sidebar: the signed-in person's threads, newest activity first.
 
+import { userMessage } from "./api.js";
 import { clear, h, relativeTime } from "./dom.js";
 
 export const UNTITLED = "New conversation";
@@ -25,7 +26,19 @@ export class ThreadList {
 
   async loadMore() {
     if (!this.cursor) return;
-    const page = await this.api.listThreads(this.cursor);
+    let page;
+    try {
+      page = await this.api.listThreads(this.cursor);
+    } catch (error) {
+      // 401: sign-in takes over. Otherwise say so on the button, which retries when pressed.
+      if (error?.status !== 401) {
+        this.more.textContent = "Could not load more; retry";
+        this.more.title = userMessage(error);
+      }
+      return;
+    }
+    this.more.textContent = "Load more";
+    this.more.removeAttribute("title");
     const known = new Set(this.items.map((t) => t.id));
     this.items.push(...page.items.filter((t) => !known.has(t.id)));
     this.cursor = page.next_cursor;
