@@ -1,5 +1,5 @@
 """Parametrised SQL for the shop's tables. Repositories never commit: the caller owns the
-transaction (`execute_write` for writes, autocommit single statements for reads)."""
+transaction (`execute_write` for writes, `app.tools.snapshot.read_snapshot` for reads)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,11 @@ MAX_PREFERENCES = 20
 
 
 class PreferenceError(ValueError):
-    pass
+    """A preference the store refuses; `message` is safe to show to the model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,17 @@ from app.tools.order_actions import handoff_action
 from app.tools.scope import Runtime, context_of
 from app.tools.writing import run_write
 
+MAX_SUMMARY_CHARS = 2000
+
 
 def handoff_write_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
     async def transfer_to_human_agents(
         summary: Annotated[
             str,
             Field(
+                max_length=MAX_SUMMARY_CHARS,
                 description="A short summary of the customer's issue and what was already "
-                "done, for the human agent."
+                "done, for the human agent.",
             ),
         ],
         runtime: Runtime,

@@ -15,6 +15,7 @@ from app.tools.base import make_tool
 from app.tools.order_actions import user_address_action
 from app.tools.render import customer_json
 from app.tools.scope import NOT_VERIFIED, Runtime, context_of, conversation_customer, user_not_found
+from app.tools.snapshot import read_snapshot
 from app.tools.writing import run_write
 
 USER_NOT_FOUND = "Error: user not found"
@@ -24,17 +25,36 @@ ALREADY_VERIFIED = (
 )
 AMBIGUOUS = "Error: more than one customer matches; ask for the customer's email address instead."
 
-UserId = Annotated[str, Field(description="The user id, such as 'sara_doe_496'.")]
+MAX_ID_CHARS = 64
+MAX_ADDRESS_CHARS = 200
+
+UserId = Annotated[
+    str, Field(max_length=MAX_ID_CHARS, description="The user id, such as 'sara_doe_496'.")
+]
 Address1 = Annotated[
-    str, Field(description="The first line of the address, such as '123 Main St'.")
+    str,
+    Field(
+        max_length=MAX_ADDRESS_CHARS,
+        description="The first line of the address, such as '123 Main St'.",
+    ),
 ]
 Address2 = Annotated[
-    str, Field(description="The second line of the address, such as 'Apt 1' or ''.")
+    str,
+    Field(
+        max_length=MAX_ADDRESS_CHARS,
+        description="The second line of the address, such as 'Apt 1' or ''.",
+    ),
 ]
-City = Annotated[str, Field(description="The city, such as 'San Francisco'.")]
-State = Annotated[str, Field(description="The state, such as 'CA'.")]
-Country = Annotated[str, Field(description="The country, such as 'USA'.")]
-Zip = Annotated[str, Field(description="The zip code, such as '12345'.")]
+City = Annotated[
+    str, Field(max_length=MAX_ADDRESS_CHARS, description="The city, such as 'San Francisco'.")
+]
+State = Annotated[str, Field(max_length=MAX_ADDRESS_CHARS, description="The state, such as 'CA'.")]
+Country = Annotated[
+    str, Field(max_length=MAX_ADDRESS_CHARS, description="The country, such as 'USA'.")
+]
+Zip = Annotated[
+    str, Field(max_length=MAX_ADDRESS_CHARS, description="The zip code, such as '12345'.")
+]
 
 
 def bind_customer(runtime: Runtime, tool_name: str, matches: list[str]) -> str | Command[Any]:
@@ -69,7 +89,7 @@ def identity_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         """
         if context_of(runtime) is None:
             return USER_NOT_FOUND
-        async with pool.connection() as conn:
+        async with read_snapshot(pool) as conn:
             matches = await ShopRepository(conn).find_customer_ids_by_email(email)
         return bind_customer(runtime, "find_user_id_by_email", matches)
 
@@ -91,7 +111,7 @@ def identity_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         """
         if context_of(runtime) is None:
             return USER_NOT_FOUND
-        async with pool.connection() as conn:
+        async with read_snapshot(pool) as conn:
             repo = ShopRepository(conn)
             matches = await repo.find_customer_ids_by_name_zip(first_name, last_name, zip)
         return bind_customer(runtime, "find_user_id_by_name_zip", matches)
@@ -108,7 +128,7 @@ def identity_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
             return NOT_VERIFIED
         if user_id != customer_id:
             return f"Error: {user_not_found(user_id)}"
-        async with pool.connection() as conn:
+        async with read_snapshot(pool) as conn:
             customer = await ShopRepository(conn).get_customer(customer_id)
         if customer is None:
             return f"Error: {user_not_found(user_id)}"

@@ -28,7 +28,7 @@ def memory_tools() -> list[BaseTool]:
         try:
             saved = await remember(runtime.store, customer, key, value)
         except PreferenceError as error:
-            return f"Error: {error}"
+            return f"Error: {error.message}"
         return f"Remembered {saved.key}: {saved.value}"
 
     return [make_tool("remember_preference", remember_preference)]

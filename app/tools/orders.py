@@ -14,34 +14,43 @@ from app.tools.base import make_tool
 from app.tools.identity import Address1, Address2, City, Country, State, Zip
 from app.tools.render import order_json
 from app.tools.scope import NOT_VERIFIED, Runtime, conversation_customer, order_not_found
+from app.tools.snapshot import read_snapshot
 from app.tools.writing import run_write
+
+MAX_ID_CHARS = 64
+MAX_ITEMS = 50
 
 OrderId = Annotated[
     str,
     Field(
+        max_length=MAX_ID_CHARS,
         description="The order id, such as '#W0000000'. Be careful: it starts with a '#'.",
     ),
 ]
+ItemId = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 ItemIds = Annotated[
-    list[str],
+    list[ItemId],
     Field(
+        max_length=MAX_ITEMS,
         description="The item ids to change, each such as '1008292230'. List an id twice "
-        "to change two units of the same item."
+        "to change two units of the same item.",
     ),
 ]
 NewItemIds = Annotated[
-    list[str],
+    list[ItemId],
     Field(
+        max_length=MAX_ITEMS,
         description="The new item ids, each such as '1008292230', in the same order as "
         "item_ids: each must be a different, available option of the same product as the "
-        "item at the same position."
+        "item at the same position.",
     ),
 ]
 PaymentMethodId = Annotated[
     str,
     Field(
+        max_length=MAX_ID_CHARS,
         description="A payment method id of the customer, such as 'gift_card_0000000' or "
-        "'credit_card_0000000', as listed by get_user_details."
+        "'credit_card_0000000', as listed by get_user_details.",
     ),
 ]
 CancelReason = Literal["no longer needed", "ordered by mistake"]
@@ -54,7 +63,7 @@ def order_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         customer_id = conversation_customer(runtime)
         if customer_id is None:
             return NOT_VERIFIED
-        async with pool.connection() as conn:
+        async with read_snapshot(pool) as conn:
             order = await ShopRepository(conn).get_order(order_id)
         if order is None or order.customer_id != customer_id:
             return f"Error: {order_not_found(order_id)}"

@@ -13,6 +13,7 @@ from app.tools.base import make_tool
 from app.tools.jsontext import compact_json
 from app.tools.render import product_json
 from app.tools.scope import Runtime, clip
+from app.tools.snapshot import read_snapshot
 
 
 def product_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
@@ -20,8 +21,9 @@ def product_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         product_id: Annotated[
             str,
             Field(
+                max_length=64,
                 description="The product id, such as '6086499569'. Be careful: a product id "
-                "is not an item id."
+                "is not an item id.",
             ),
         ],
         runtime: Runtime,
@@ -31,7 +33,7 @@ def product_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         Use it to find the item ids for an exchange or an item change. Product ids are listed
         by list_all_product_types and shown in order items.
         """
-        async with pool.connection() as conn:
+        async with read_snapshot(pool) as conn:
             product = await ShopRepository(conn).get_product(product_id)
         if product is None:
             return (
@@ -46,7 +48,7 @@ def product_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         Each product type has many items (variants) with their own item ids and options; use
         get_product_details on a product id to see them.
         """
-        async with pool.connection() as conn:
+        async with read_snapshot(pool) as conn:
             types = await ShopRepository(conn).list_product_types()
         return compact_json(types)
 

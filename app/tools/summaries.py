@@ -15,6 +15,7 @@ from app.domain.addresses import make_address
 from app.domain.errors import RuleViolation
 from app.domain.models import Address, Customer, Order, Transaction
 from app.tools.scope import clip
+from app.tools.snapshot import read_snapshot
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +69,7 @@ async def _detailed(
     order_id = args.get("order_id")
     if customer_id is None or not isinstance(order_id, str):
         return None
-    async with pool.connection() as conn:
+    async with read_snapshot(pool) as conn:
         repo = ShopRepository(conn)
         order = await repo.get_order(order_id)
         customer = await repo.get_customer(customer_id)

@@ -147,6 +147,19 @@ class TestCancelPendingOrderTool:
         assert await f.snapshot(db) == before
         assert await f.rows(db, "SELECT * FROM tool_executions") == []
 
+    async def test_over_long_order_id_is_refused_by_the_schema(
+        self, db: AsyncConnectionPool[Any], tools: dict[str, BaseTool]
+    ) -> None:
+        before = await f.snapshot(db)
+        long_id = "#W" + "9" * 500
+        text = await call(
+            tools["cancel_pending_order"], order_id=long_id, reason="no longer needed"
+        )
+        assert text.startswith("Error: invalid arguments (order_id:")
+        assert long_id not in text
+        assert await f.snapshot(db) == before
+        assert await f.rows(db, "SELECT * FROM tool_executions") == []
+
 
 NEW_ADDRESS = {
     "address1": "9 Oak Ave",

@@ -1,0 +1,19 @@
+"""One consistent snapshot for the read tools' multi-statement reads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+
+@asynccontextmanager
+async def read_snapshot(pool: AsyncConnectionPool[Any]) -> AsyncIterator[AsyncConnection[Any]]:
+    """A pooled connection inside a read-only REPEATABLE READ transaction, so an order and its
+    items, fulfillments and payments are read as of one moment (never half of a write)."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield conn
