@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.prebuilt import ToolRuntime
 
 from app.agent.context import AgentContext
+from app.agent.context import conversation_customer as customer_of
 
 Runtime = ToolRuntime[AgentContext, Any]
 
@@ -52,10 +53,8 @@ def conversation_customer(runtime: Runtime) -> str | None:
     context = context_of(runtime)
     if context is None:
         return None
-    if context.role == "customer":
-        return context.user_id
     verified = state_value(runtime, "verified_user_id")
-    return verified if isinstance(verified, str) and verified else None
+    return customer_of(context, verified if isinstance(verified, str) else None)
 
 
 def turn_id(runtime: Runtime) -> str:
