@@ -1,10 +1,14 @@
 """The agent graph, built by a factory from its collaborators.
 
-START -> start_turn -> agent --(route_after_agent)--> END
-                         ^      |-> read_tools  (parallel, ToolNode)   -> sanitize -> agent
-                         |      |-> confirm (interrupt) -> write_tools (serial) -> sanitize
-                         |      '-> blocked (breaker refusals)        -> sanitize
-                         '-------------------------------------------------'
+START -> agent --(route_after_agent)--> END (or summarize -> END on a long thread)
+           ^      |-> read_tools  (parallel, ToolNode)  ---------.
+           |      |-> confirm (interrupt) -> write_tools (serial) |
+           |      '-> blocked (breaker refusals)  ----------------|
+           '------------------------------------------------------'
+
+The agent node opens the turn and keeps the books of each tool round (breakers, repeat
+guard, cache, citations) before it calls the model: every node is a superstep and a
+checkpoint write, so the bookkeeping rides along with the model call.
 """
 
 from __future__ import annotations
@@ -75,15 +79,12 @@ def build_graph(
         return route_after_agent(state, settings, write_names)
 
     g = StateGraph(AgentState, context_schema=AgentContext)
-    g.add_node("start_turn", core.start_turn)
     g.add_node("agent", core.agent)
     g.add_node("read_tools", build_read_node(read_tools, names, settings))
     g.add_node("confirm", writes.confirm)
     g.add_node("write_tools", writes.write_tools)
     g.add_node("blocked", core.blocked)
-    g.add_node("sanitize", core.sanitize)
-    g.add_edge(START, "start_turn")
-    g.add_edge("start_turn", "agent")
+    g.add_edge(START, "agent")
     g.add_conditional_edges(
         "agent",
         route,
@@ -101,6 +102,5 @@ def build_graph(
         g.add_node("summarize", Summarizer(model=model, settings=settings, archive=archive))
         g.add_edge("summarize", END)
     for node in ("read_tools", "write_tools", "blocked"):
-        g.add_edge(node, "sanitize")
-    g.add_edge("sanitize", "agent")
+        g.add_edge(node, "agent")
     return g.compile(checkpointer=checkpointer, store=store)

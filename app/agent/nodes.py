@@ -44,7 +44,7 @@ from app.agent.routing import (
     new_tool_results,
     updated_breakers,
 )
-from app.agent.state import AgentState, fresh_turn_fields
+from app.agent.state import AgentState, applied, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
 from app.memory.store import list_preferences, preferences_prompt
@@ -111,10 +111,25 @@ class CoreNodes:
     write_names: frozenset[str]
     text_protocol: TextProtocol
 
-    async def start_turn(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    async def agent(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Open the turn or keep the books of the tool round just finished, then call the
+        model. One node, so an order lookup costs three supersteps (agent, tools, agent) and
+        three checkpoints, not six: each superstep is a checkpoint write and a scheduler tick."""
+        if state.get("incoming") is not None:
+            books = await self._open_turn(state, runtime)
+        elif new_tool_results(state.get("messages") or []):
+            books = self._keep_books(state, runtime)
+        else:
+            books = {}
+        state = applied(state, books)
+        step = await self._model_step(state, runtime)
+        return {**books, **step, "messages": [*books.get("messages", []), *step["messages"]]}
+
+    async def _open_turn(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Move the new message into the conversation, after closing any tool calls the last
+        turn left without results (so repairs land before it), and reset the turn's counters."""
         incoming = state.get("incoming")
-        if incoming is None:
-            return {}
+        assert incoming is not None
         repairs = await close_dangling(
             state.get("messages") or [],
             thread_id=runtime.context.thread_id,
@@ -129,7 +144,9 @@ class CoreNodes:
             **fresh_turn_fields(str(incoming.id), turn),
         }
 
-    async def agent(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    async def _model_step(
+        self, state: AgentState, runtime: Runtime[AgentContext]
+    ) -> dict[str, Any]:
         steps = state.get("turn_steps", 0)
         if steps >= self.settings.turn_step_budget:
             return {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
@@ -245,7 +262,7 @@ class CoreNodes:
             ]
         }
 
-    async def sanitize(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+    def _keep_books(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         """Read the results just added and keep the books: breakers, per-turn counts, the
         repeat guard, the tool-result cache, the citations ledger and the stagnation guard."""
         messages = state.get("messages") or []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
@@ -18,7 +18,7 @@ class Breaker(TypedDict):
 
 class AgentState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
-    # The new user message of a turn. `start_turn` moves it into `messages` after closing
+    # The new user message of a turn. The agent node moves it into `messages` after closing
     # any dangling tool calls, so repairs land before it.
     incoming: HumanMessage | None
     verified_user_id: str | None  # written only by the identity tools
@@ -55,3 +55,17 @@ def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
         "stale_rounds": 0,
         "format_errors": 0,
     }
+
+
+def applied(state: AgentState, update: dict[str, Any]) -> AgentState:
+    """The state a node would see after `update`, with the channels' reducers: for a node
+    that acts on its own bookkeeping before it returns both."""
+    if not update:
+        return state
+    merged: dict[str, Any] = {**state, **update}
+    if "messages" in update:
+        current: list[Any] = list(state.get("messages") or [])
+        merged["messages"] = add_messages(current, update["messages"])
+    if "citations" in update:
+        merged["citations"] = merge_citations(state.get("citations"), update["citations"])
+    return cast(AgentState, merged)

@@ -75,7 +75,7 @@ class TurnRecorder:
                         self.pending = value["pending"]
                         yield "interrupt", {"pending": value["pending"]}
                 continue
-            if node == "sanitize" and isinstance(update, dict):
+            if node == "agent" and isinstance(update, dict):
                 self._add_citations(update.get("citations") or [])
             for message in _messages_in(update):
                 if isinstance(message, RemoveMessage):
