@@ -13,24 +13,32 @@ from app.config import Settings
 
 # What the SDK's own `chat.completions.create` sends with each request: the bearer token.
 _REQUEST_OPTIONS: Any = {"security": {"bearer_auth": True}}
+# Arguments of the typed method that are request options, not body fields.
+_OPTION_ARGS = frozenset({"extra_body", "extra_headers", "extra_query", "timeout"})
 
 
 class ChatCompletionsAsDicts:
     """`chat.completions.create` for ChatOpenAI, minus two costs of the typed SDK method.
 
-    The typed method walks the whole request (every message, all 15 tool schemas, each
+    The typed method walks the whole request (every message, every tool schema, each
     union member) through the SDK's key-alias transform, and builds a pydantic model for
     every streamed chunk that ChatOpenAI immediately dumps back to a dict. Profiled under
     load, the two were about a third of the CPU of a turn. ChatOpenAI already sends plain
     JSON (no aliased keys, no dates or files for the transform to rewrite: a unit test
     checks this) and accepts dict chunks, so the request goes through the client's
     documented generic `post`, with the same retries, timeouts, auth and typed errors.
+    A request carrying per-call options, and the raw-response variant ChatOpenAI uses for
+    response headers and non-streaming calls, take the typed method.
     """
 
     def __init__(self, client: openai.AsyncOpenAI) -> None:
         self._client = client
+        self._typed = client.chat.completions
+        self.with_raw_response = self._typed.with_raw_response
 
     async def create(self, **body: Any) -> Any:
+        if not _OPTION_ARGS.isdisjoint(body):
+            return await self._typed.create(**body)
         stream = bool(body.get("stream"))
         return await self._client.post(
             "/chat/completions",

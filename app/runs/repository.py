@@ -8,6 +8,11 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+# The newest checkpoint of a thread's root graph: ids only, the checkpoint itself is not read.
+_LATEST_CHECKPOINT = """SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
+    ORDER BY checkpoint_id DESC LIMIT 1"""
+
 
 class RunRepository:
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
@@ -47,17 +52,6 @@ class RunRepository:
             rows: list[dict[str, Any]] = await cur.fetchall()
             return rows
 
-    async def touch_thread(self, thread_id: str, *, title: str | None, added: int) -> None:
-        """Record activity: `added` messages joined the transcript (summaries never remove
-        from it, so the count only grows; a rewind sets it with `set_message_count`)."""
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                """UPDATE threads SET updated_at = now(), message_count = message_count + %s,
-                          title = CASE WHEN title = '' THEN coalesce(%s, '') ELSE title END
-                   WHERE thread_id = %s""",
-                (added, title, thread_id),
-            )
-
     async def set_message_count(self, thread_id: str, count: int) -> None:
         async with self.pool.connection() as conn:
             await conn.execute(
@@ -67,12 +61,7 @@ class RunRepository:
 
     async def latest_checkpoint_id(self, thread_id: str) -> str | None:
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                """SELECT checkpoint_id FROM checkpoints
-                   WHERE thread_id = %s AND checkpoint_ns = ''
-                   ORDER BY checkpoint_id DESC LIMIT 1""",
-                (thread_id,),
-            )
+            cur = await conn.execute(_LATEST_CHECKPOINT, {"thread_id": thread_id})
             row = await cur.fetchone()
             return str(row["checkpoint_id"]) if row else None
 
@@ -81,16 +70,41 @@ class RunRepository:
             await conn.execute("DELETE FROM runs WHERE thread_id = %s", (thread_id,))
             await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
 
-    async def start_run(self, run_id: str, thread_id: str, client_message_id: str | None) -> bool:
-        """Record a new run; False when this client_message_id already has one."""
+    async def open_run(
+        self,
+        run_id: str,
+        thread_id: str,
+        user_id: str,
+        session_id: str,
+        client_message_id: str | None,
+    ) -> tuple[bool, str | None]:
+        """Index the thread, record a new run and read the checkpoint it starts from, in one
+        round trip. Returns (False, ...) when this client_message_id already has a run."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                """INSERT INTO runs (run_id, thread_id, client_message_id, status)
-                   VALUES (%s, %s, %s, 'running')
-                   ON CONFLICT (thread_id, client_message_id) DO NOTHING RETURNING run_id""",
-                (run_id, thread_id, client_message_id),
+                f"""WITH thread AS (
+                        INSERT INTO threads (thread_id, user_id, session_id)
+                        VALUES (%(thread_id)s, %(user_id)s, %(session_id)s)
+                        ON CONFLICT (thread_id) DO NOTHING
+                    ), run AS (
+                        INSERT INTO runs (run_id, thread_id, client_message_id, status)
+                        VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running')
+                        ON CONFLICT (thread_id, client_message_id) DO NOTHING RETURNING run_id
+                    )
+                    SELECT EXISTS (SELECT 1 FROM run) AS started,
+                           ({_LATEST_CHECKPOINT}) AS checkpoint_id""",
+                {
+                    "run_id": run_id,
+                    "thread_id": thread_id,
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "client_message_id": client_message_id,
+                },
             )
-            return await cur.fetchone() is not None
+            row = await cur.fetchone()
+            assert row is not None
+            checkpoint_id = row["checkpoint_id"]
+            return bool(row["started"]), str(checkpoint_id) if checkpoint_id else None
 
     async def run_for_client_message(
         self, thread_id: str, client_message_id: str
@@ -109,6 +123,51 @@ class RunRepository:
                 "UPDATE runs SET status = %s, result = %s, finished_at = now() WHERE run_id = %s",
                 (status, Jsonb(result) if result is not None else None, run_id),
             )
+
+    async def close_run(
+        self,
+        run_id: str,
+        thread_id: str,
+        status: str,
+        result: dict[str, Any],
+        *,
+        title: str | None,
+        added: int,
+    ) -> str | None:
+        """A run that reached its end: record its outcome with the checkpoint it ended on,
+        and the thread's activity, in one round trip. Returns that checkpoint's id.
+
+        `added` messages joined the transcript (summaries never remove from it, so the count
+        only grows; a rewind sets it with `set_message_count`)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"""WITH latest AS ({_LATEST_CHECKPOINT}),
+                    thread AS (
+                        UPDATE threads SET updated_at = now(),
+                               message_count = message_count + %(added)s,
+                               title = CASE WHEN title = '' THEN coalesce(%(title)s, '')
+                                            ELSE title END
+                        WHERE thread_id = %(thread_id)s
+                    ), run AS (
+                        UPDATE runs SET status = %(status)s, finished_at = now(),
+                               result = jsonb_set(%(result)s, '{{checkpoint_id}}',
+                                   coalesce(to_jsonb((SELECT checkpoint_id FROM latest)),
+                                            'null'::jsonb))
+                        WHERE run_id = %(run_id)s
+                    )
+                    SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id""",
+                {
+                    "thread_id": thread_id,
+                    "run_id": run_id,
+                    "status": status,
+                    "result": Jsonb(result),
+                    "title": title,
+                    "added": added,
+                },
+            )
+            row = await cur.fetchone()
+            checkpoint_id = row["checkpoint_id"] if row else None
+            return str(checkpoint_id) if checkpoint_id else None
 
     async def forget_run(self, run_id: str) -> None:
         async with self.pool.connection() as conn:

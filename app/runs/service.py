@@ -42,13 +42,25 @@ class Run:
     run_id: str
     thread_id: str
     session_id: str
+    start_checkpoint_id: str | None = None  # the checkpoint the run started from
     queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
     result: dict[str, Any] | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def events(self) -> AsyncIterator[Event]:
-        while (item := await self.queue.get()) is not None:
-            yield item
+    async def batches(self) -> AsyncIterator[list[Event]]:
+        """The next event and every event queued behind it, until the run's end marker."""
+        while True:
+            batch: list[Event] = []
+            item = await self.queue.get()
+            while item is not None:
+                batch.append(item)
+                if self.queue.empty():
+                    break
+                item = self.queue.get_nowait()
+            if batch:
+                yield batch
+            if item is None:
+                return
 
 
 class RunService:
@@ -79,17 +91,15 @@ class RunService:
         client_message_id: str | None,
     ) -> Run | dict[str, Any]:
         """Start a turn. Returns the live run, or the recorded result of a retried message."""
-        if client_message_id is not None:
-            earlier = await self.repo.run_for_client_message(thread_id, client_message_id)
-            if earlier is not None:
-                return self._earlier_result(earlier)
         if not await self.locks.try_acquire(thread_id):
+            # A retried message whose run is still going lands here too: busy either way.
             raise self._busy()
+        run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
         try:
-            await self.repo.create_thread(thread_id, principal.user_id, session_id)
-            run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
-            if not await self.repo.start_run(run.run_id, thread_id, client_message_id):
-                # the same client_message_id raced in between our check and the insert
+            started, run.start_checkpoint_id = await self.repo.open_run(
+                run.run_id, thread_id, principal.user_id, session_id, client_message_id
+            )
+            if not started:  # this client_message_id already has a run: replay its result
                 earlier = await self.repo.run_for_client_message(thread_id, client_message_id or "")
                 await self.locks.release(thread_id)
                 return self._earlier_result(earlier)
@@ -112,7 +122,9 @@ class RunService:
                     "there is no change waiting for confirmation", code="nothing_pending"
                 )
             run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
-            await self.repo.start_run(run.run_id, thread_id, None)
+            _, run.start_checkpoint_id = await self.repo.open_run(
+                run.run_id, thread_id, principal.user_id, session_id, None
+            )
         except BaseException:
             await self.locks.release(thread_id)
             raise
@@ -149,12 +161,14 @@ class RunService:
         checkpoint_id: str | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         try:
-            # Ids only: loading the checkpoint itself would deserialise the whole thread.
-            start_id = await self.repo.latest_checkpoint_id(run.thread_id)
             await run.queue.put(
                 (
                     "run",
-                    {"run_id": run.run_id, "thread_id": run.session_id, "checkpoint_id": start_id},
+                    {
+                        "run_id": run.run_id,
+                        "thread_id": run.session_id,
+                        "checkpoint_id": run.start_checkpoint_id,
+                    },
                 )
             )
             async for mode, chunk in self.graph.astream(
@@ -166,11 +180,9 @@ class RunService:
             ):
                 for event in recorder.on_chunk(mode, chunk):
                     await run.queue.put(event)
-            checkpoint_id = await self.repo.latest_checkpoint_id(run.thread_id)
             status = "interrupted" if recorder.pending is not None else "completed"
             if recorder.citations and status == "completed":
                 await run.queue.put(("citations", {"citations": recorder.citations}))
-            await self.repo.touch_thread(run.thread_id, title=title, added=len(recorder.added))
         except (openai.APIError, openai.APITimeoutError) as error:
             bound.warning("model call failed", error_type=type(error).__name__)
             await run.queue.put(
@@ -186,12 +198,25 @@ class RunService:
             bound.exception("run failed")
             await run.queue.put(("error", {"code": "internal_error", "message": INTERNAL}))
         finally:
-            result = self._result(recorder, status, checkpoint_id)
-            run.result = result
+            result = self._result(recorder, status)
             try:
-                await asyncio.shield(self.repo.finish_run(run.run_id, status, result))
+                if status != "failed":  # the run reached its end: the checkpoint it ended on,
+                    # its outcome and the thread's activity in one round trip
+                    closing = self.repo.close_run(
+                        run.run_id,
+                        run.thread_id,
+                        status,
+                        result,
+                        title=title,
+                        added=len(recorder.added),
+                    )
+                    checkpoint_id = await asyncio.shield(closing)
+                    result["checkpoint_id"] = checkpoint_id
+                else:
+                    await asyncio.shield(self.repo.finish_run(run.run_id, status, result))
             except Exception:
                 bound.exception("could not record run outcome")
+            run.result = result
             self._count(recorder, status, time.monotonic() - started)
             # Release before `done`, so a client may post its next message as soon as it sees it.
             await asyncio.shield(self.locks.release(run.thread_id))
@@ -216,10 +241,10 @@ class RunService:
         m.add("cs_agent_tool_results_total", recorder.tool_errors, status="error")
 
     @staticmethod
-    def _result(recorder: TurnRecorder, status: str, checkpoint_id: str | None) -> dict[str, Any]:
+    def _result(recorder: TurnRecorder, status: str) -> dict[str, Any]:
         result: dict[str, Any] = {
             "messages": [message_view(m) for m in recorder.added.values()],
-            "checkpoint_id": checkpoint_id,
+            "checkpoint_id": None,  # filled in by `close_run` when the run reached its end
             "status": status,
             "usage": recorder.usage,
         }

@@ -237,9 +237,9 @@ class TestTransformIsTheIdentity:
         assert json.dumps(sent) == json.dumps(original)
 
     async def test_the_payload_carries_no_request_options(self, settings: Settings) -> None:
-        """The typed `create` lifts these out of the body; the dict client would send them
-        as JSON fields. `build_chat_model` must not set `extra_body`, `model_kwargs` of these
-        names, and so on, while it uses the shortcut."""
+        """The typed `create` lifts these out of the body; the dict client hands any request
+        carrying them to the typed method. The service's own requests carry none, so they all
+        take the shortcut."""
         model = build_chat_model(settings)
         payload = streamed_payload(model, model.bind_tools(service_tools()), conversation())
 
@@ -413,12 +413,30 @@ class TestNonStreaming:
         assert sent.headers["authorization"] == f"Bearer {API_KEY}"
         assert sent.body == payload
 
-    @pytest.mark.xfail(
-        raises=AttributeError,
-        strict=True,
-        reason="ChatOpenAI's non-streaming path calls async_client.with_raw_response.create, "
-        "which ChatCompletionsAsDicts does not have",
-    )
+    async def test_a_request_with_per_call_options_takes_the_typed_method(
+        self,
+        settings: Settings,
+        model_server: ScriptedModelServer,
+        http_client: httpx.AsyncClient,
+    ) -> None:
+        """`extra_body` and `extra_headers` are request options of the typed method: sent
+        through it, the extra field joins the body and the header the request, instead of
+        going out as JSON fields named `extra_body` and `extra_headers`."""
+        model_server.use(Script([order_and_shipping_calls()]))
+        model = agent_model(settings, model_server, http_client)
+        payload = model._get_request_payload([HumanMessage("where?")], stream=False)
+
+        completion = await model.async_client.create(
+            **payload, extra_body={"seed_hint": 7}, extra_headers={"X-Shop": "demo"}
+        )
+
+        assert completion.choices[0].message.content == "Checking both."
+        [sent] = model_server.requests
+        assert sent.body["seed_hint"] == 7
+        assert "extra_body" not in sent.body and "extra_headers" not in sent.body
+        assert sent.headers["x-shop"] == "demo"
+        assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+
     async def test_chatopenai_with_streaming_off_reads_the_dict_completion(
         self,
         settings: Settings,
