@@ -9,7 +9,7 @@ the conversation's back (a human agent, another channel).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 # Identity lookups write `verified_user_id`; serving them from a cache would skip that.
@@ -33,14 +33,22 @@ def cache_key(name: str, args: Mapping[str, Any]) -> str:
     return name + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _walk(value: Any) -> Iterable[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k), v
-            yield from _walk(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _walk(v)
+def _id_pairs(value: Any) -> list[tuple[str, Any]]:
+    """Every (id field, value) pair anywhere in a parsed JSON value. A loop, not a recursive
+    generator: this runs on every tool result."""
+    found: list[tuple[str, Any]] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if k in ID_FIELDS:
+                    found.append((k, v))
+                if isinstance(v, dict | list):
+                    stack.append(v)
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return found
 
 
 def tags_for(
@@ -52,7 +60,7 @@ def tags_for(
         parsed: Any = json.loads(content) if content.startswith(("{", "[")) else None
     except ValueError:
         parsed = None
-    pairs = [*args.items(), *_walk(parsed)]
+    pairs = [*args.items(), *_id_pairs(parsed)]
     if isinstance(parsed, dict) and isinstance(parsed.get("payment_methods"), dict):
         pairs += [("payment_method_id", pm) for pm in parsed["payment_methods"]]
     for key, value in pairs:

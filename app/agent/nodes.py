@@ -44,7 +44,7 @@ from app.agent.routing import (
     new_tool_results,
     updated_breakers,
 )
-from app.agent.state import AgentState, applied, fresh_turn_fields
+from app.agent.state import AgentState, applied, changes_only, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
 from app.memory.store import list_preferences, preferences_prompt
@@ -121,9 +121,9 @@ class CoreNodes:
             books = self._keep_books(state, runtime)
         else:
             books = {}
-        state = applied(state, books)
-        step = await self._model_step(state, runtime)
-        return {**books, **step, "messages": [*books.get("messages", []), *step["messages"]]}
+        step = await self._model_step(applied(state, books), runtime)
+        messages = [*books.get("messages", []), *step["messages"]]
+        return changes_only(state, {**books, **step, "messages": messages})
 
     async def _open_turn(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         """Move the new message into the conversation, after closing any tool calls the last

@@ -69,3 +69,17 @@ def applied(state: AgentState, update: dict[str, Any]) -> AgentState:
     if "citations" in update:
         merged["citations"] = merge_citations(state.get("citations"), update["citations"])
     return cast(AgentState, merged)
+
+
+def changes_only(state: AgentState, update: dict[str, Any]) -> dict[str, Any]:
+    """`update` without the keys that would not change the state. Every key a node returns
+    is a checkpoint write row, and a changed dict or list channel is re-serialised into a
+    new blob, so the bookkeeping fields that stay as they were are left out."""
+    out: dict[str, Any] = {}
+    for key, value in update.items():
+        if key == "messages" or key == "citations":  # reducers: an empty update is no change
+            if value:
+                out[key] = value
+        elif state.get(key) != value:
+            out[key] = value
+    return out

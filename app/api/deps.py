@@ -30,12 +30,14 @@ class Services:
     model_label: str  # "demo" or the configured model name
 
 
-def get_services(request: Request) -> Services:
+# Dependencies are `async def` although they never await: FastAPI runs a plain `def`
+# dependency in a worker thread, a thread hop per request for a dict lookup and an HMAC.
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def current_user(
+async def current_user(
     services: Annotated[Services, Depends(get_services)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
