@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessageChunk, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
@@ -28,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.agent.context import AgentContext
 from app.agent.graph import Graph, build_graph, run_config
 from app.agent.llm import build_chat_model
+from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
 from app.db.pool import open_pool
 from app.tools.registry import build_tools
@@ -60,15 +61,10 @@ class InProcess:
                     {"incoming": message},
                     config,
                     context=context,
-                    stream_mode=["messages", "updates"],
+                    stream_mode=["custom", "updates"],
                     durability="sync",
                 ):
-                    if (
-                        ttft is None
-                        and mode == "messages"
-                        and isinstance(chunk[0], AIMessageChunk)
-                        and chunk[0].content
-                    ):
+                    if ttft is None and mode == "custom" and chunk.get(TOKEN_KEY):
                         ttft = (time.perf_counter() - t0) * 1000
             else:
                 await self.graph.ainvoke(

@@ -17,10 +17,11 @@ from langchain_core.messages import (
     SystemMessage,
     ToolCall,
     ToolMessage,
+    message_chunk_to_message,
 )
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from langgraph.config import get_config
+from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.agent.cache import CACHED_NOTE, CacheEntry
@@ -61,6 +62,7 @@ FORMAT_GIVE_UP = (
     "transfer you to a human colleague?"
 )
 MAX_FORMAT_ERRORS = 2  # format corrections per turn for the text protocol
+TOKEN_KEY = "token"  # a custom stream item {"token": text, "message_id": id}: answer text
 REPEAT_HINT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
 
 
@@ -87,6 +89,25 @@ def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
             )
         )
     return message.model_copy(update={"tool_calls": repaired, "invalid_tool_calls": []})
+
+
+async def streamed(runnable: Runnable[Any, BaseMessage], window: list[BaseMessage]) -> BaseMessage:
+    """Call the model and hand each piece of its text to the run's stream as it arrives.
+
+    The run reads these from LangGraph's `custom` stream rather than its `messages` mode:
+    that mode hooks a callback handler into every runnable of the graph to catch tokens,
+    which cost about 5 ms of CPU per turn, an eighth of the graph's own cost.
+    """
+    write = get_stream_writer()
+    chunks: list[Any] = []
+    async for chunk in runnable.astream(window, get_config()):
+        chunks.append(chunk)
+        if text := text_of(chunk):
+            write({TOKEN_KEY: text, "message_id": chunk.id})
+    if not chunks:
+        return AIMessage(content="")
+    merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
+    return message_chunk_to_message(merged)
 
 
 @dataclass(frozen=True)
@@ -162,7 +183,7 @@ class CoreNodes:
         if self.settings.tool_calling == "react":
             return {**await self._text_protocol_step(window, state, forced=forced), **memo}
         runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
-        response = await runnable.ainvoke(window, get_config())
+        response = await streamed(runnable, window)
         response = with_invalid_calls_as_errors(response)
         if forced and isinstance(response, AIMessage) and response.tool_calls:
             response = response.model_copy(update={"tool_calls": []})
@@ -198,7 +219,7 @@ class CoreNodes:
         errors = state.get("format_errors", 0)
         usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         while True:
-            reply = await self.model.ainvoke(script, get_config())
+            reply = await streamed(self.model, script)
             steps += 1
             for k, v in (getattr(reply, "usage_metadata", None) or {}).items():
                 if k in usage and isinstance(v, int):

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
-    AIMessageChunk,
     BaseMessage,
     RemoveMessage,
     ToolMessage,
 )
 
 from app.agent.model_view import text_of
+from app.agent.nodes import TOKEN_KEY
 from app.agent.react_protocol import FinalAnswerFilter
 from app.runs.views import shorten
 
@@ -56,12 +57,12 @@ class TurnRecorder:
     citations: list[dict[str, Any]] = field(default_factory=list)
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[Event]:
-        if mode == "messages":
-            message, meta = chunk
-            if isinstance(message, AIMessageChunk) and meta.get("langgraph_node") == "agent":
-                text = text_of(message)
+        if mode == "custom":  # the agent's answer text, as the model streams it
+            if isinstance(chunk, dict) and isinstance(chunk.get(TOKEN_KEY), str):
+                text = chunk[TOKEN_KEY]
                 if self.text_protocol:
-                    text = self.filters.setdefault(message.id or "", FinalAnswerFilter()).feed(text)
+                    key = str(chunk.get("message_id") or "")
+                    text = self.filters.setdefault(key, FinalAnswerFilter()).feed(text)
                 if text:
                     yield "token", {"text": text}
             return
@@ -80,8 +81,12 @@ class TurnRecorder:
             for message in _messages_in(update):
                 if isinstance(message, RemoveMessage):
                     continue  # folded into a summary; it stays in the transcript
-                if message.id:
-                    self.added[message.id] = message
+                if message.id is None:
+                    # The same object is on its way into the `messages` channel, whose
+                    # reducer gives it this id rather than a new one (as LangGraph's own
+                    # `messages` stream mode does), so the run's record matches the state.
+                    message.id = str(uuid.uuid4())
+                self.added[message.id] = message
                 if node == "agent" and isinstance(message, AIMessage):
                     self._count_usage(message)
                     pending = self.filters.pop(message.id or "", None)

@@ -175,7 +175,7 @@ class RunService:
                 graph_input,
                 config,
                 context=context,
-                stream_mode=["messages", "updates"],
+                stream_mode=["custom", "updates"],
                 durability="sync",
             ):
                 for event in recorder.on_chunk(mode, chunk):

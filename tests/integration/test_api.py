@@ -173,6 +173,27 @@ class TestJsonMode:
             ("assistant", "Hi Noah!"),
         ]
 
+    async def test_the_turn_reports_the_ids_the_thread_keeps(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        """Tool results are created without ids; the run gives each one the id the state
+        stores, so a client can rewind to any message the turn reported."""
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.say("It is pending."),
+                ]
+            )
+        )
+        h = server.headers(NOAH)
+        body = (await client.post("/threads/j3/messages", json={"content": "?"}, headers=h)).json()
+        reported = [(m["id"], m["role"]) for m in body["messages"]]
+        assert [role for _, role in reported] == ["user", "assistant", "tool", "assistant"]
+        assert all(message_id for message_id, _ in reported)
+        state = (await client.get("/threads/j3/state", headers=h)).json()
+        assert [(m["id"], m["role"]) for m in state["messages"]] == reported
+
     async def test_client_message_id_retry_adds_no_message(
         self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
     ) -> None:
