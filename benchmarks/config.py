@@ -29,7 +29,6 @@ class Plan:
     variants: tuple[tuple[str, str], ...] = (
         ("lockless", "lockless"),
         ("async", "async"),
-        ("workers2", "workers=2"),
     )
     warmup_turns: int = 12
     turns_per_conversation: int = 3

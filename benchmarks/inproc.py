@@ -31,13 +31,8 @@ from app.agent.llm import build_chat_model
 from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
 from app.db.pool import open_pool
-from app.tools.registry import build_tools
+from app.tools.registry import PostgresWriteLedger, build_tools
 from benchmarks.loadgen import question
-
-try:  # the ledger moved between modules; build it the way app/lifespan.py does
-    from app.tools.registry import PostgresWriteLedger as WriteLedger
-except ImportError:  # pragma: no cover - older tree
-    from app.runs.ledger import PgWriteLedger as WriteLedger  # type: ignore[no-redef]
 
 
 @dataclass
@@ -98,7 +93,7 @@ async def open_in_process(database_url: str, model_url: str, checkpointer: str) 
         write_tools=tools.write,
         checkpointer=saver,
         settings=settings,
-        ledger=WriteLedger(pool),
+        ledger=PostgresWriteLedger(pool),
     )
     return InProcess(graph, settings, pool)
 

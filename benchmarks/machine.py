@@ -11,6 +11,10 @@ import psutil
 import psycopg
 
 
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
 def describe(admin_url: str) -> dict[str, Any]:
     with psycopg.connect(admin_url) as conn:
         row = conn.execute("SHOW server_version").fetchone()

@@ -141,6 +141,18 @@ def run_checked(argv: list[str], env: dict[str, str], log: Path, timeout_s: floa
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): see {log}")
 
 
+def run_parallel(argvs: list[list[str]], log: Path, timeout_s: float = 600) -> None:
+    """Start every command at once and wait for all; fail if any fails."""
+    with log.open("ab") as f:
+        procs = [
+            subprocess.Popen(argv, cwd=ROOT, env=os.environ, stdout=f, stderr=subprocess.STDOUT)
+            for argv in argvs
+        ]
+        codes = [p.wait(timeout=timeout_s) for p in procs]
+    if any(codes):
+        raise RuntimeError(f"parallel clients failed ({codes}): see {log}")
+
+
 @dataclass
 class RssSampler:
     """Samples a process's RSS every `interval_s` in a thread: [(time.time(), MiB), ...]."""

@@ -37,6 +37,7 @@ from benchmarks.procs import (
     RssSampler,
     free_port,
     run_checked,
+    run_parallel,
     with_database,
 )
 from benchmarks.report import write_report
@@ -118,10 +119,14 @@ class Bench:
             "JWT_SECRET": JWT_SECRET,
         }
 
-    def ours(self, model_url: str, name: str = "ours", variant: str | None = None) -> str:
+    def ours(
+        self, model_url: str, name: str = "ours", variant: str | None = None, workers: int = 1
+    ) -> str:
         port = free_port()
         module = "app" if variant is None else "benchmarks.variant"
         argv = [PY, "-m", module, "serve", "--no-seed", "--port", str(port)]
+        if workers > 1:
+            argv += ["--workers", str(workers)]
         url = f"http://127.0.0.1:{port}"
         env = self.service_env(model_url)
         if variant is not None:
@@ -332,33 +337,54 @@ class Bench:
         raw = self.client("benchmarks.loadgen", args, ["ours"], "long")
         self.results["long"] = summary.long_run(raw)
 
-    def section_ceiling_a(self, model_url: str) -> None:
-        log("ceiling (a): the same graph in-process with InMemorySaver")
+    def section_ceiling_a(self, model_url: str, processes: int = 1) -> None:
+        """The graph with InMemorySaver, in `processes` processes at once (customers split
+        between them): the ceiling for a service with as many worker processes."""
+        log(f"ceiling (a): the same graph in-process with InMemorySaver, {processes} process(es)")
         runs = []
         customers = self.plan.ceiling_customers
-        for _rep in range(self.plan.ceiling_reps):
-            args = [
-                "--database-url",
-                self.db_url,
-                "--model-url",
-                model_url,
-                "--checkpointer",
-                "memory",
-                "--stream",
-                "--pairs",
-                str(self.pairs_file),
-                "--customers",
-                str(customers),
-                "--total-turns",
-                str(self.total_turns(customers)),
-                "--turns",
-                str(self.plan.turns_per_conversation),
-                "--tag",
-                self._tag("mem"),
-            ]
-            raw = self.client("benchmarks.inproc", args, ["model@instant"], "ceiling_a")
+        total = self.total_turns(customers)
+        for rep in range(self.plan.ceiling_reps):
+            argvs, outs = [], []
+            for i in range(processes):
+                out_file = self.out / "runs" / f"ceiling_a-p{processes}-{rep}-{i}.json"
+                out_file.parent.mkdir(exist_ok=True)
+                outs.append(out_file)
+                args = [
+                    "--database-url",
+                    self.db_url,
+                    "--model-url",
+                    model_url,
+                    "--checkpointer",
+                    "memory",
+                    "--stream",
+                    "--pairs",
+                    str(self.pairs_file),
+                    "--customers",
+                    str(customers // processes),
+                    "--total-turns",
+                    str(total // processes),
+                    "--turns",
+                    str(self.plan.turns_per_conversation),
+                    "--tag",
+                    self._tag(f"mem{i}-"),
+                ]
+                argvs.append([PY, "-m", "benchmarks.inproc", *args, "--out", str(out_file)])
+                self.commands.setdefault(
+                    f"benchmarks.inproc:ceiling_a-p{processes}",
+                    f"{processes} x python -m benchmarks.inproc " + " ".join(args),
+                )
+            with CpuWatch({"model@instant": self.procs["model@instant"]}) as cpu:
+                run_parallel(argvs, self.out / "clients.log", timeout_s=900)
+            parts = [json.loads(f.read_text()) for f in outs]
+            raw = {
+                "turns": [t for p in parts for t in p["turns"]],
+                "elapsed_s": max(p["elapsed_s"] for p in parts),
+                "cpu": cpu.summary({"client": sum(float(p["cpu_s"]) for p in parts)}),
+            }
             runs.append(summary.load_run(raw, server="client"))
-        self.results["ceiling_a"] = {"customers": customers, "runs": runs}
+        key = "ceiling_a" if processes == 1 else "ceiling_a_procs"
+        self.results[key] = {"customers": customers, "processes": processes, "runs": runs}
 
     def section_ceiling_b(self) -> None:
         log("ceiling (b): pgbench single-row inserts")
@@ -395,10 +421,17 @@ class Bench:
 
 @contextmanager
 def services(
-    bench: Bench, profile: str, *, peer: bool = True, variants: Sequence[tuple[str, str]] = ()
+    bench: Bench,
+    profile: str,
+    *,
+    peer: bool = True,
+    variants: Sequence[tuple[str, str]] = (),
+    workers: int = 1,
 ) -> Iterator[dict[str, str]]:
     model_url = bench.model(profile)
     urls = {"model": model_url, "ours": bench.ours(model_url)}
+    if workers > 1:  # the shipped multi-process mode: `serve --workers N`
+        urls[f"ours-{workers}w"] = bench.ours(model_url, name=f"ours-{workers}w", workers=workers)
     if peer:
         urls["peer"] = bench.peer(model_url)
     for name, change in variants:
@@ -414,13 +447,17 @@ def run_all(bench: Bench) -> None:
     plan = bench.plan
     bench.create_database()
     variants = plan.variants if plan.variant_reps > 0 else ()
-    with services(bench, "instant", variants=variants) as urls:
-        bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]})
+    workers = machine.cores()
+    with services(bench, "instant", variants=variants, workers=workers) as urls:
+        systems = {name: url for name, url in urls.items() if name in ("ours", "peer")}
+        if workers > 1:
+            systems[f"ours-{workers}w"] = urls[f"ours-{workers}w"]
+        bench.warm_up(systems)
         bench.section_overhead(urls["ours"], urls["model"])
-        bench.section_load(
-            "instant", plan.levels, plan.level_reps, {"ours": urls["ours"], "peer": urls["peer"]}
-        )
+        bench.section_load("instant", plan.levels, plan.level_reps, systems)
         bench.section_ceiling_a(urls["model"])
+        if workers > 1:
+            bench.section_ceiling_a(urls["model"], processes=workers)
         if variants:
             names = ["ours", *(name for name, _ in variants)]
             bench.warm_up({name: urls[name] for name in names[1:]})

@@ -35,6 +35,8 @@ def load_run(raw: dict[str, Any], server: str | None) -> dict[str, Any]:
     }
     if server and server in cpu and ok:
         run["server_cpu_ms_per_turn"] = 1000 * cpu[server] / len(ok)
+    if ok and "machine" in cpu:  # every process: service, Postgres, model, load generator
+        run["machine_cpu_ms_per_turn"] = 1000 * cpu["machine"] / len(ok)
     return run
 
 
