@@ -96,17 +96,11 @@ async def streamed(runnable: Runnable[Any, BaseMessage], window: list[BaseMessag
 
     The run reads these from LangGraph's `custom` stream rather than its `messages` mode:
     that mode hooks a callback handler into every runnable of the graph to catch tokens,
-    which cost about 5 ms of CPU per turn, an eighth of the graph's own cost. For the same
-    reason the node's config goes to the model only when it carries a callback handler (a
-    tracer): building a child callback manager and merging the graph's metadata into it
-    is another ~5% of a turn, spent on nobody.
+    which cost about 5 ms of CPU per turn, an eighth of the graph's own cost.
     """
-    config = get_config()
-    callbacks = config.get("callbacks")
-    traced = bool(getattr(callbacks, "handlers", callbacks))
     write = get_stream_writer()
     chunks: list[Any] = []
-    async for chunk in runnable.astream(window, config if traced else None):
+    async for chunk in runnable.astream(window, get_config()):
         chunks.append(chunk)
         if text := text_of(chunk):
             write({TOKEN_KEY: text, "message_id": chunk.id})
@@ -140,8 +134,8 @@ class CoreNodes:
 
     async def agent(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         """Open the turn or keep the books of the tool round just finished, then call the
-        model. One node, so an order lookup costs three supersteps (agent, tools, agent) and
-        three checkpoints, not six: each superstep is a checkpoint write and a scheduler tick."""
+        model. One node, so an order lookup costs three supersteps (agent, tools, agent), not
+        six: each superstep is a checkpoint write and a scheduler tick."""
         if state.get("incoming") is not None:
             books = await self._open_turn(state, runtime)
         elif new_tool_results(state.get("messages") or []):
