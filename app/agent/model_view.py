@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from functools import lru_cache
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 
@@ -45,6 +46,14 @@ def text_of(message: BaseMessage) -> str:
     return "".join(parts)
 
 
+@lru_cache(maxsize=1024)
+def _rendered(tool_name: str, raw: str, limit: int) -> str:
+    """A pure function of a result that never changes once it is in the thread, while the
+    window shows every result again on each model call: a long thread would render the same
+    forty results on every step."""
+    return format_observation(tool_name, raw, limit=limit)
+
+
 def formatted(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Tool results rendered for reading; everything else unchanged."""
     out: list[BaseMessage] = []
@@ -54,8 +63,7 @@ def formatted(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             if CACHED_NOTE in raw:
                 raw, note = raw.split(CACHED_NOTE, 1)[0], CACHED_NOTE
             name = m.name or ""
-            limit = OBSERVATION_LIMITS.get(name, DEFAULT_LIMIT)
-            text = format_observation(name, raw, limit=limit) + note
+            text = _rendered(name, raw, OBSERVATION_LIMITS.get(name, DEFAULT_LIMIT)) + note
             out.append(m.model_copy(update={"content": text}))
         else:
             out.append(m)
