@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import aconnect_sse
+from httpx_sse import ServerSentEvent, aconnect_sse
 
 from app.api.auth import issue_token
 
@@ -49,34 +50,23 @@ class OurClient:
         wall = time.time()
         t0 = time.perf_counter()
         ttft: float | None = None
-        opened: float | None = None
-        events = 0
         done: dict[str, Any] | None = None
         error: str | None = None
-        try:
-            async with aconnect_sse(
-                self.http,
-                "POST",
-                f"/threads/{session}/messages",
-                json={"content": text},
-                headers=headers,
-                timeout=TURN_TIMEOUT_S,
-            ) as source:
-                opened = time.time()
-                if source.response.status_code != 200:
-                    await source.response.aread()
-                    error = f"http {source.response.status_code}"
-                else:
-                    async for sse in source.aiter_sse():
-                        events += 1
-                        if sse.event == "token" and ttft is None:
-                            ttft = (time.perf_counter() - t0) * 1000
-                        elif sse.event == "error":
-                            error = "sse error: " + json.loads(sse.data).get("code", "?")
-                        elif sse.event == "done":
-                            done = json.loads(sse.data)
-        except (httpx.HTTPError, OSError) as exc:
-            error = type(exc).__name__
+
+        def on_event(sse: ServerSentEvent) -> None:
+            nonlocal ttft, error, done
+            if sse.event == "token" and ttft is None:
+                ttft = (time.perf_counter() - t0) * 1000
+            elif sse.event == "error":
+                error = "sse error: " + json.loads(sse.data).get("code", "?")
+            elif sse.event == "done":
+                done = json.loads(sse.data)
+
+        path = f"/threads/{session}/messages"
+        opened, events, failed = await read_stream(
+            self.http, path, {"content": text}, headers, on_event
+        )
+        error = failed or error
         latency = (time.perf_counter() - t0) * 1000
         if error is None and (done is None or done.get("status") != "completed"):
             error = f"status {done.get('status') if done else 'no done event'}"
@@ -105,27 +95,16 @@ class PeerClient:
         wall = time.time()
         t0 = time.perf_counter()
         ttft: float | None = None
-        opened: float | None = None
-        events = 0
         finished = False
-        error: str | None = None
-        try:
-            async with aconnect_sse(
-                self.http, "POST", "/chat", json=body, timeout=TURN_TIMEOUT_S
-            ) as source:
-                opened = time.time()
-                if source.response.status_code != 200:
-                    await source.response.aread()
-                    error = f"http {source.response.status_code}"
-                else:
-                    async for sse in source.aiter_sse():
-                        events += 1
-                        if sse.data == "[DONE]":
-                            finished = True
-                        elif ttft is None:
-                            ttft = (time.perf_counter() - t0) * 1000
-        except (httpx.HTTPError, OSError) as exc:
-            error = type(exc).__name__
+
+        def on_event(sse: ServerSentEvent) -> None:
+            nonlocal ttft, finished
+            if sse.data == "[DONE]":
+                finished = True
+            elif ttft is None:
+                ttft = (time.perf_counter() - t0) * 1000
+
+        opened, events, error = await read_stream(self.http, "/chat", body, {}, on_event)
         latency = (time.perf_counter() - t0) * 1000
         if error is None and not finished:
             error = "stream ended without [DONE]"
@@ -138,6 +117,33 @@ class PeerClient:
             events=events,
             extra={"opened": opened},
         )
+
+
+async def read_stream(
+    http: httpx.AsyncClient,
+    path: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    on_event: Callable[[ServerSentEvent], None],
+) -> tuple[float | None, int, str | None]:
+    """POST `body` and read the SSE response to its end, handing each event to `on_event`.
+    Returns (when the response opened, events read, the error if the stream failed)."""
+    opened: float | None = None
+    events = 0
+    try:
+        async with aconnect_sse(
+            http, "POST", path, json=body, headers=headers, timeout=TURN_TIMEOUT_S
+        ) as source:
+            opened = time.time()
+            if source.response.status_code != 200:
+                await source.response.aread()
+                return opened, events, f"http {source.response.status_code}"
+            async for sse in source.aiter_sse():
+                events += 1
+                on_event(sse)
+    except (httpx.HTTPError, OSError) as exc:
+        return opened, events, type(exc).__name__
+    return opened, events, None
 
 
 def http_client(base_url: str, connections: int) -> httpx.AsyncClient:

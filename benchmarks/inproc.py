@@ -32,7 +32,7 @@ from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
 from app.db.pool import open_pool
 from app.tools.registry import PostgresWriteLedger, build_tools
-from benchmarks.loadgen import question
+from benchmarks.loadgen import Pair, customers, question, read_pairs
 
 
 @dataclass
@@ -59,7 +59,8 @@ class InProcess:
                     stream_mode=["custom", "updates"],
                     durability="sync",
                 ):
-                    if ttft is None and mode == "custom" and chunk.get(TOKEN_KEY):
+                    token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
+                    if ttft is None and mode == "custom" and token:
                         ttft = (time.perf_counter() - t0) * 1000
             else:
                 await self.graph.ainvoke(
@@ -98,24 +99,11 @@ async def open_in_process(database_url: str, model_url: str, checkpointer: str) 
     return InProcess(graph, settings, pool)
 
 
-async def run(args: argparse.Namespace, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+async def run(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]:
     target = await open_in_process(args.database_url, args.model_url, args.checkpointer)
-    results: list[dict[str, Any]] = []
-    started = 0
 
-    async def customer(index: int) -> None:
-        nonlocal started
-        user_id, order_id = pairs[index % len(pairs)]
-        conversation = 0
-        while started < args.total_turns:
-            session = f"{args.tag}-c{index}-n{conversation}"
-            for k in range(args.turns):
-                if started >= args.total_turns:
-                    return
-                started += 1
-                text = question(k, order_id)
-                results.append(await target.turn(user_id, session, text, stream=args.stream))
-            conversation += 1
+    async def turn(user_id: str, session: str, text: str) -> dict[str, Any]:
+        return await target.turn(user_id, session, text, stream=args.stream)
 
     try:
         for i in range(args.warmup):  # connections, imports, first-call caches
@@ -123,7 +111,9 @@ async def run(args: argparse.Namespace, pairs: Sequence[tuple[str, str]]) -> dic
             await target.turn(user_id, f"{args.tag}-warm{i}", question(0, order_id), stream=True)
         cpu0 = time.process_time()
         t0 = time.time()
-        await asyncio.gather(*(customer(i) for i in range(args.customers)))
+        results = await customers(
+            pairs, args.customers, args.turns, args.total_turns, args.tag, turn
+        )
         elapsed = time.time() - t0
         cpu = time.process_time() - cpu0
     finally:
@@ -149,8 +139,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    pairs = [tuple(p) for p in json.loads(Path(args.pairs).read_text())]
-    result = asyncio.run(run(args, pairs))  # type: ignore[arg-type]
+    result = asyncio.run(run(args, read_pairs(args.pairs)))
     Path(args.out).write_text(json.dumps(result))
 
 

@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,18 @@ def make_client(target: str, url: str, connections: int, secret: str) -> Any:
     return OurClient(http, secret) if target == "ours" else PeerClient(http)
 
 
-async def run_load(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]:
-    """`customers` concurrent customers; each runs conversations of `turns` turns until
-    `total_turns` turns have been started overall."""
-    client = make_client(args.target, args.url, args.customers, args.secret)
+TurnFn = Callable[[str, str, str], Awaitable[dict[str, Any]]]
+
+
+def read_pairs(path: str) -> list[Pair]:
+    return [(str(u), str(o)) for u, o in json.loads(Path(path).read_text())]
+
+
+async def customers(
+    pairs: Sequence[Pair], count: int, turns: int, total: int, tag: str, turn: TurnFn
+) -> list[dict[str, Any]]:
+    """`count` concurrent customers; each runs conversations of `turns` turns until `total`
+    turns have been started overall. `turn(user_id, session, text)` returns one result row."""
     results: list[dict[str, Any]] = []
     started = 0
 
@@ -47,20 +55,30 @@ async def run_load(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
         nonlocal started
         user_id, order_id = pairs[index % len(pairs)]
         conversation = 0
-        while started < args.total_turns:
-            session = f"{args.tag}-c{index}-n{conversation}"
-            for turn in range(args.turns):
-                if started >= args.total_turns:
+        while started < total:
+            session = f"{tag}-c{index}-n{conversation}"
+            for k in range(turns):
+                if started >= total:
                     return
                 started += 1
-                result = await client.turn(user_id, session, question(turn, order_id))
-                row = result.as_dict()
-                row.update(customer=index, conversation=conversation, turn=turn)
+                row = await turn(user_id, session, question(k, order_id))
+                row.update(customer=index, conversation=conversation, turn=k)
                 results.append(row)
             conversation += 1
 
+    await asyncio.gather(*(customer(i) for i in range(count)))
+    return results
+
+
+async def run_load(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]:
+    client = make_client(args.target, args.url, args.customers, args.secret)
+
+    async def turn(user_id: str, session: str, text: str) -> dict[str, Any]:
+        result: TurnResult = await client.turn(user_id, session, text)
+        return result.as_dict()
+
     t0 = time.time()
-    await asyncio.gather(*(customer(i) for i in range(args.customers)))
+    results = await customers(pairs, args.customers, args.turns, args.total_turns, args.tag, turn)
     elapsed = time.time() - t0
     await client.http.aclose()
     return {"started": t0, "elapsed_s": elapsed, "turns": results}
@@ -223,9 +241,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    pairs = [tuple(p) for p in json.loads(Path(args.pairs).read_text())]
+    pairs = read_pairs(args.pairs)
     runner = run_load if args.mode == "load" else run_long
-    result = asyncio.run(runner(args, pairs))  # type: ignore[arg-type]
+    result = asyncio.run(runner(args, pairs))
     result["cpu_s"] = time.process_time()
     Path(args.out).write_text(json.dumps(result))
 

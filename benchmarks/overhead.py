@@ -20,10 +20,10 @@ from typing import Any
 
 from benchmarks.client import OurClient, http_client
 from benchmarks.inproc import open_in_process
-from benchmarks.loadgen import question
+from benchmarks.loadgen import Pair, question, read_pairs
 
 
-async def run(args: argparse.Namespace, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+async def run(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]:
     target = await open_in_process(args.database_url, args.model_url, "postgres")
     http = http_client(args.url, 2)
     client = OurClient(http, args.secret)
@@ -63,8 +63,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    pairs = [tuple(p) for p in json.loads(Path(args.pairs).read_text())]
-    result = asyncio.run(run(args, pairs))  # type: ignore[arg-type]
+    result = asyncio.run(run(args, read_pairs(args.pairs)))
     Path(args.out).write_text(json.dumps(result))
 
 
