@@ -12,9 +12,26 @@ import json
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-# Identity lookups write `verified_user_id`; serving them from a cache would skip that.
-UNCACHEABLE = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
+# Tools with an effect beyond their result: the identity lookups write `verified_user_id`,
+# remember_preference writes to the store. Serving them from a cache would skip the effect.
+UNCACHEABLE = frozenset(
+    {"find_user_id_by_email", "find_user_id_by_name_zip", "remember_preference"}
+)
+# Notes the agent appends to a tool result, in this order: served from the cache, then
+# (from the repeat guard) seen before in this turn.
 CACHED_NOTE = "\n(cached: same result as an earlier identical call in this conversation)"
+REPEAT_HINT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
+
+
+def without_notes(content: str) -> tuple[str, str]:
+    """(the tool's own result, the notes the agent appended to it)."""
+    notes = ""
+    for note in (REPEAT_HINT, CACHED_NOTE):
+        if content.endswith(note):
+            content, notes = content.removesuffix(note), note + notes
+    return content, notes
+
+
 ID_FIELDS = {
     "order_id": "order",
     "user_id": "user",

@@ -1,13 +1,14 @@
-"""The citations ledger: every help article the agent actually read, and the stagnation
-guard that stops a turn going round in circles."""
+"""The citations ledger: every help article the agent actually read."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TypedDict
 
 from langchain_core.messages import ToolMessage
+
+from app.agent.cache import without_notes
 
 READ_ARTICLE_TOOL = "get_help_article"
 SNIPPET_CHARS = 240
@@ -34,7 +35,7 @@ def citations_from(results: Iterable[ToolMessage], turn: int) -> list[Citation]:
         if msg.name != READ_ARTICLE_TOOL or msg.status == "error":
             continue
         try:
-            article = json.loads(str(msg.content).split("\n(cached")[0])
+            article = json.loads(without_notes(str(msg.content))[0])
         except ValueError:
             continue
         if not isinstance(article, dict) or not article.get("id"):
@@ -50,15 +51,3 @@ def citations_from(results: Iterable[ToolMessage], turn: int) -> list[Citation]:
             )
         )
     return found
-
-
-def turn_citations(ledger: Sequence[Citation], turn: int) -> list[Citation]:
-    return [c for c in ledger if c["turn"] == turn]
-
-
-def is_stale_round(
-    new_citations: Sequence[Citation], known: Sequence[Citation], fresh_results: int
-) -> bool:
-    """A round that taught the agent nothing: no article it had not read, no new content."""
-    known_ids = {c["id"] for c in known}
-    return fresh_results == 0 and all(c["id"] in known_ids for c in new_citations)

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 
-from app.agent.cache import CACHED_NOTE
+from app.agent.cache import without_notes
 from app.agent.observations import format_observation
 from app.agent.react_protocol import (
     ActionStep,
@@ -59,11 +59,9 @@ def formatted(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     out: list[BaseMessage] = []
     for m in messages:
         if isinstance(m, ToolMessage) and isinstance(m.content, str):
-            raw, note = m.content, ""
-            if CACHED_NOTE in raw:
-                raw, note = raw.split(CACHED_NOTE, 1)[0], CACHED_NOTE
+            raw, notes = without_notes(m.content)
             name = m.name or ""
-            text = _rendered(name, raw, OBSERVATION_LIMITS.get(name, DEFAULT_LIMIT)) + note
+            text = _rendered(name, raw, OBSERVATION_LIMITS.get(name, DEFAULT_LIMIT)) + notes
             out.append(m.model_copy(update={"content": text}))
         else:
             out.append(m)

@@ -24,11 +24,11 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
-from app.agent.cache import CACHED_NOTE, CacheEntry
+from app.agent.cache import CACHED_NOTE, REPEAT_HINT, CacheEntry
 from app.agent.cache import invalidated as cache_invalidated
 from app.agent.cache import stored as cache_stored
 from app.agent.cache import tags_for as cache_tags
-from app.agent.citations import citations_from, is_stale_round
+from app.agent.citations import citations_from
 from app.agent.context import AgentContext, conversation_customer
 from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply, text_of
 from app.agent.ports import WriteLedger
@@ -63,7 +63,6 @@ FORMAT_GIVE_UP = (
 )
 MAX_FORMAT_ERRORS = 2  # format corrections per turn for the text protocol
 TOKEN_KEY = "token"  # a custom stream item {"token": text, "message_id": id}: answer text
-REPEAT_HINT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
 
 
 def fingerprint(name: str, args: Any, content: Any) -> str:
@@ -311,9 +310,10 @@ class CoreNodes:
             elif repeats[key] >= 3:
                 force = "repeat"
         turn = state.get("turn_number", 0)
-        known = state.get("citations") or []
         cited = citations_from(results, turn)
-        stale = state.get("stale_rounds", 0) + 1 if is_stale_round(cited, known, fresh) else 0
+        # A round that taught nothing: every result already seen this turn (an article read
+        # again is then one already in the citations ledger, too).
+        stale = state.get("stale_rounds", 0) + 1 if fresh == 0 else 0
         if stale >= self.settings.stagnation_rounds and force is None:
             force = "stagnation"
         breakers = updated_breakers(

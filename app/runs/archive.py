@@ -34,7 +34,3 @@ class PgTranscriptArchive:
                 (thread_id, upto),
             )
             return [r["message"] for r in await cur.fetchall()]
-
-    async def delete(self, thread_id: str) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute("DELETE FROM transcript_archive WHERE thread_id = %s", (thread_id,))

@@ -195,6 +195,5 @@ class ThreadInspector:
             if checkpointer is not None and not isinstance(checkpointer, bool):
                 await checkpointer.adelete_thread(thread_id)
             await self.repo.delete_thread(thread_id)
-            await self.archive.delete(thread_id)
         finally:
             await self.locks.release(thread_id)

@@ -59,14 +59,10 @@ class RunRepository:
                 (count, thread_id),
             )
 
-    async def latest_checkpoint_id(self, thread_id: str) -> str | None:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(_LATEST_CHECKPOINT, {"thread_id": thread_id})
-            row = await cur.fetchone()
-            return str(row["checkpoint_id"]) if row else None
-
     async def delete_thread(self, thread_id: str) -> None:
+        """The thread's index row, its runs and its transcript archive, all or none."""
         async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("DELETE FROM transcript_archive WHERE thread_id = %s", (thread_id,))
             await conn.execute("DELETE FROM runs WHERE thread_id = %s", (thread_id,))
             await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
 
@@ -117,13 +113,6 @@ class RunRepository:
             row: dict[str, Any] | None = await cur.fetchone()
             return row
 
-    async def finish_run(self, run_id: str, status: str, result: dict[str, Any] | None) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "UPDATE runs SET status = %s, result = %s, finished_at = now() WHERE run_id = %s",
-                (status, Jsonb(result) if result is not None else None, run_id),
-            )
-
     async def close_run(
         self,
         run_id: str,
@@ -134,8 +123,8 @@ class RunRepository:
         title: str | None,
         added: int,
     ) -> str | None:
-        """A run that reached its end: record its outcome with the checkpoint it ended on,
-        and the thread's activity, in one round trip. Returns that checkpoint's id.
+        """Record a run's outcome with the checkpoint it ended on, and the thread's activity,
+        in one round trip. Returns that checkpoint's id.
 
         `added` messages joined the transcript (summaries never remove from it, so the count
         only grows; a rewind sets it with `set_message_count`)."""
@@ -168,7 +157,3 @@ class RunRepository:
             row = await cur.fetchone()
             checkpoint_id = row["checkpoint_id"] if row else None
             return str(checkpoint_id) if checkpoint_id else None
-
-    async def forget_run(self, run_id: str) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute("DELETE FROM runs WHERE run_id = %s", (run_id,))

@@ -200,20 +200,18 @@ class RunService:
         finally:
             result = self._result(recorder, status)
             try:
-                if status != "failed":  # the run reached its end: the checkpoint it ended on,
-                    # its outcome and the thread's activity in one round trip
-                    closing = self.repo.close_run(
-                        run.run_id,
-                        run.thread_id,
-                        status,
-                        result,
-                        title=title,
-                        added=len(recorder.added),
-                    )
-                    checkpoint_id = await asyncio.shield(closing)
-                    result["checkpoint_id"] = checkpoint_id
-                else:
-                    await asyncio.shield(self.repo.finish_run(run.run_id, status, result))
+                # the outcome, the checkpoint the run ended on (a failed run's too: its
+                # finished steps are saved) and the thread's activity, in one round trip
+                closing = self.repo.close_run(
+                    run.run_id,
+                    run.thread_id,
+                    status,
+                    result,
+                    title=title,
+                    added=len(recorder.added),
+                )
+                checkpoint_id = await asyncio.shield(closing)
+                result["checkpoint_id"] = checkpoint_id
             except Exception:
                 bound.exception("could not record run outcome")
             run.result = result
@@ -244,7 +242,7 @@ class RunService:
     def _result(recorder: TurnRecorder, status: str) -> dict[str, Any]:
         result: dict[str, Any] = {
             "messages": [message_view(m) for m in recorder.added.values()],
-            "checkpoint_id": None,  # filled in by `close_run` when the run reached its end
+            "checkpoint_id": None,  # filled in by `close_run`
             "status": status,
             "usage": recorder.usage,
         }

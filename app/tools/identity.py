@@ -14,7 +14,14 @@ from app.db.repository import ShopRepository
 from app.tools.base import make_tool
 from app.tools.order_actions import user_address_action
 from app.tools.render import customer_json
-from app.tools.scope import NOT_VERIFIED, Runtime, context_of, conversation_customer, user_not_found
+from app.tools.scope import (
+    MAX_ID_CHARS,
+    NOT_VERIFIED,
+    Runtime,
+    context_of,
+    conversation_customer,
+    user_not_found,
+)
 from app.tools.snapshot import read_snapshot
 from app.tools.writing import run_write
 
@@ -25,7 +32,6 @@ ALREADY_VERIFIED = (
 )
 AMBIGUOUS = "Error: more than one customer matches; ask for the customer's email address instead."
 
-MAX_ID_CHARS = 64
 MAX_ADDRESS_CHARS = 200
 
 UserId = Annotated[

@@ -13,11 +13,16 @@ from app.tools import order_actions as actions
 from app.tools.base import make_tool
 from app.tools.identity import Address1, Address2, City, Country, State, Zip
 from app.tools.render import order_json
-from app.tools.scope import NOT_VERIFIED, Runtime, conversation_customer, order_not_found
+from app.tools.scope import (
+    MAX_ID_CHARS,
+    NOT_VERIFIED,
+    Runtime,
+    conversation_customer,
+    order_not_found,
+)
 from app.tools.snapshot import read_snapshot
 from app.tools.writing import run_write
 
-MAX_ID_CHARS = 64
 MAX_ITEMS = 50
 
 OrderId = Annotated[

@@ -12,7 +12,7 @@ from app.db.repository import ShopRepository
 from app.tools.base import make_tool
 from app.tools.jsontext import compact_json
 from app.tools.render import product_json
-from app.tools.scope import Runtime, clip
+from app.tools.scope import MAX_ID_CHARS, Runtime, clip
 from app.tools.snapshot import read_snapshot
 
 
@@ -21,7 +21,7 @@ def product_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         product_id: Annotated[
             str,
             Field(
-                max_length=64,
+                max_length=MAX_ID_CHARS,
                 description="The product id, such as '6086499569'. Be careful: a product id "
                 "is not an item id.",
             ),

@@ -21,6 +21,8 @@ NOT_VERIFIED = (
 )
 NO_CONTEXT = "Error: this conversation has no session; nothing was done."
 MAX_ECHO = 64
+# Longest id a tool argument accepts (user, order, item, product ids are far shorter).
+MAX_ID_CHARS = 64
 
 
 def clip(text: str) -> str:

@@ -13,7 +13,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.nodes import BUDGET_SPENT, REPEAT_HINT
+from app.agent.cache import REPEAT_HINT
+from app.agent.nodes import BUDGET_SPENT
 from app.agent.repair import INTERRUPTED
 from app.agent.tool_exec import DECLINED, WriteNodes
 from app.config import Settings

@@ -122,6 +122,28 @@ class TestStreamContract:
         assert "Traceback" not in json.dumps(events) and "fakellm" not in json.dumps(events)
         assert events[-1][2]["status"] == "failed"
 
+    async def test_a_failed_turn_still_counts_and_reports_what_it_saved(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        """The model fails after a tool round: the question, the call and its result are
+        checkpointed, so the thread's message count and `done` must reflect them."""
+        model_server.use(
+            lambda r: (
+                Reply.fail(500)
+                if r.pending_tool_results()
+                else Reply.call("get_order_details", order_id=PENDING_ORDER)
+            )
+        )
+        h = server.headers(NOAH)
+        events = await stream(client, "/threads/f1/messages", {"content": "status?"}, h)
+        done = events[-1][2]
+        assert done["status"] == "failed"
+        state = (await client.get("/threads/f1/state", headers=h)).json()
+        assert [m["role"] for m in state["messages"]] == ["user", "assistant", "tool"]
+        assert done["checkpoint_id"] == state["checkpoint_id"]
+        listed = (await client.get("/threads", headers=h)).json()["items"]
+        assert next(i for i in listed if i["id"] == "f1")["message_count"] == 3
+
     async def test_interrupt_then_resume_streams_the_rest(
         self,
         client: httpx.AsyncClient,
@@ -289,7 +311,11 @@ class TestRewind:
 
 class TestThreads:
     async def test_create_list_and_delete(
-        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
     ) -> None:
         h = server.headers(MIA)
         created = await client.post("/threads", headers=h)
@@ -312,7 +338,18 @@ class TestThreads:
         mine = next(i for i in items if i["id"] == sid)
         assert mine["title"] == "Where is my parcel?" and mine["message_count"] == 2
 
+        async with shop.connection() as conn:  # as if a summary had archived a message
+            await conn.execute(
+                "INSERT INTO transcript_archive (thread_id, seq, message) VALUES (%s, 0, '{}')",
+                (f"{MIA}:{sid}",),
+            )
         assert (await client.delete(f"/threads/{sid}", headers=h)).status_code == 204
+        archived = await fetch_one(
+            shop,
+            "SELECT count(*) AS n FROM transcript_archive WHERE thread_id = %s",
+            f"{MIA}:{sid}",
+        )
+        assert archived["n"] == 0
         assert (await client.get(f"/threads/{sid}/state", headers=h)).status_code == 404
         assert (await client.get(f"/threads/{sid}/history", headers=h)).status_code == 404
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.agent.cache import cache_key, invalidated, lookup, stored, tags_for
+from app.agent.cache import CacheEntry, cache_key, invalidated, lookup, stored, tags_for
 
 ORDER = json.dumps(
     {
@@ -43,3 +43,10 @@ class TestCache:
         after_refund_to_card = invalidated(cache, {"pm:gift_card_9"})
         assert list(after_refund_to_card) == [cache_key("get_product_details", {"product_id": "9"})]
         assert invalidated(cache, {"order:#W2"}) == cache
+
+    def test_tools_with_an_effect_are_never_served_from_the_cache(self) -> None:
+        for name in ("remember_preference", "find_user_id_by_email"):
+            cache = stored({}, name, {"key": "language", "value": "fr"}, "Remembered", turn=1)
+            assert cache == {}
+            entry = CacheEntry(content="Remembered", tags=[], turn=1)
+            assert lookup({cache_key(name, {}): entry}, name, {}, 1, 5) is None

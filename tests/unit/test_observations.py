@@ -9,7 +9,10 @@ from decimal import Decimal
 
 from hypothesis import given
 from hypothesis import strategies as st
+from langchain_core.messages import ToolMessage
 
+from app.agent.cache import CACHED_NOTE, REPEAT_HINT
+from app.agent.model_view import formatted
 from app.agent.observations import format_observation, money
 from app.domain.models import Product, Transaction, Variant
 from app.tools.jsontext import compact_json
@@ -243,3 +246,18 @@ class TestPassthroughAndFallback:
     def test_json_list_and_scalar(self) -> None:
         assert format_observation("t", "[1, 2]").splitlines()[0] == "Result of t: 2 entries"
         assert format_observation("t", "null") == "Result of t: null"
+
+
+class TestNotesOnResults:
+    """The agent appends notes to a stored result (served from the cache, seen before this
+    turn); the model must still get the rendered view, with the notes after it."""
+
+    ORDER = json.dumps({"order_id": "#W1", "user_id": "u1", "status": "pending"})
+
+    def test_cache_and_repeat_notes_survive_rendering(self) -> None:
+        plain = format_observation("get_order_details", self.ORDER)
+        for notes in (REPEAT_HINT, CACHED_NOTE, CACHED_NOTE + REPEAT_HINT):
+            message = ToolMessage(self.ORDER + notes, tool_call_id="c1", name="get_order_details")
+            [shown] = formatted([message])
+            assert shown.content == plain + notes
+            assert not str(shown.content).startswith("{")

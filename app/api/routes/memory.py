@@ -10,10 +10,10 @@ from app.api.deps import CurrentUser, ServicesDep
 from app.api.routes.common import JSON_ERRORS
 from app.api.schemas import PreferenceOut
 from app.errors import NotFound
-from app.memory.store import forget, list_preferences
+from app.memory.store import KEY_RE, forget, list_preferences
 
 router = APIRouter(tags=["memory"], responses=JSON_ERRORS)
-KeyPath = Annotated[str, Path(min_length=1, max_length=40, pattern=r"^[a-z][a-z0-9_]*$")]
+KeyPath = Annotated[str, Path(pattern=KEY_RE.pattern)]
 
 
 @router.get("/me/memory", response_model=list[PreferenceOut])
