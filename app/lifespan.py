@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-import httpx
 import structlog
 from fastapi import FastAPI
 from langchain_core.language_models import BaseChatModel
@@ -14,7 +13,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from app.agent.graph import build_graph
-from app.agent.llm import build_chat_model
+from app.agent.llm import build_chat_model, model_http_client
 from app.api.deps import Services
 from app.config import Settings
 from app.db.embedded import database_url
@@ -32,10 +31,7 @@ SHUTDOWN_GRACE_S = 20.0
 
 
 async def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseChatModel, str]:
-    http_client = httpx.AsyncClient(
-        timeout=settings.llm_timeout_s,
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=100),
-    )
+    http_client = model_http_client(settings)
     stack.push_async_callback(http_client.aclose)
     if settings.uses_demo_model:
         from app.demo.server import start_demo_model

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-import httpx
+import httpx2
 import openai
 import pytest
 from langchain_core.language_models import LanguageModelInput
@@ -37,7 +37,7 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field, SecretStr
 from typing_extensions import TypedDict
 
-from app.agent.llm import ChatCompletionsAsDicts, build_chat_model
+from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, model_http_client
 from app.config import Settings
 from app.fakellm import ChatRequest, Reply, Script, ScriptedModelServer, ToolCall
 from app.tools.registry import build_tools
@@ -135,10 +135,14 @@ def conversation() -> list[BaseMessage]:
     ]
 
 
-@pytest.fixture
-async def http_client() -> AsyncIterator[httpx.AsyncClient]:
-    # A long timeout of its own: only `llm_timeout_s` may time a request out.
-    async with httpx.AsyncClient(timeout=60) as client:
+@pytest.fixture(params=["aiohttp", "httpx"])
+async def http_client(
+    request: pytest.FixtureRequest, settings: Settings
+) -> AsyncIterator[httpx2.AsyncClient]:
+    """The service's own model HTTP client, on each of its two stacks. A long timeout of
+    its own: only the model's `llm_timeout_s` may time a request out."""
+    stack = settings.model_copy(update={"llm_http_client": request.param, "llm_timeout_s": 60.0})
+    async with model_http_client(stack) as client:
         yield client
 
 
@@ -156,7 +160,7 @@ def configured(settings: Settings, base_url: str, **changes: Any) -> Settings:
 def agent_model(
     settings: Settings,
     server: ScriptedModelServer,
-    http_client: httpx.AsyncClient,
+    http_client: httpx2.AsyncClient,
     **changes: Any,
 ) -> ChatOpenAI:
     return build_chat_model(
@@ -281,7 +285,7 @@ class TestStreaming:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(Script([order_and_shipping_calls()]))
         model = agent_model(settings, model_server, http_client)
@@ -311,7 +315,7 @@ class TestStreaming:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         answer = f"Order {ORDER_ID} is pending and shipping costs 12.50."
         first = order_and_shipping_calls("Let me check that for you.")
@@ -357,7 +361,7 @@ class TestStreaming:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(Script([order_and_shipping_calls()]))
         model = agent_model(settings, model_server, http_client)
@@ -388,7 +392,7 @@ class TestNonStreaming:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(Script([order_and_shipping_calls()]))
         model = agent_model(settings, model_server, http_client)
@@ -417,7 +421,7 @@ class TestNonStreaming:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         """`extra_body` and `extra_headers` are request options of the typed method: sent
         through it, the extra field joins the body and the header the request, instead of
@@ -441,7 +445,7 @@ class TestNonStreaming:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(Script([order_and_shipping_calls()]))
         bound = agent_model(settings, model_server, http_client).bind_tools(service_tools())
@@ -475,7 +479,7 @@ class TestErrors:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
         call: Any,
     ) -> None:
         model_server.use(always(Reply.fail(500)))
@@ -496,7 +500,7 @@ class TestErrors:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(always(Reply.fail(503)))
         model = agent_model(settings, model_server, http_client, llm_max_retries=0)
@@ -510,7 +514,7 @@ class TestErrors:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(Script([Reply.fail(502), order_and_shipping_calls()]))
         model = agent_model(settings, model_server, http_client)
@@ -525,7 +529,7 @@ class TestErrors:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
         call: Any,
     ) -> None:
         model_server.use(always(Reply.fail(400)))
@@ -539,7 +543,7 @@ class TestErrors:
         assert len(model_server.requests) == 1
 
     async def test_the_configured_key_is_the_one_a_checking_server_accepts(
-        self, settings: Settings, http_client: httpx.AsyncClient
+        self, settings: Settings, http_client: httpx2.AsyncClient
     ) -> None:
         async with ScriptedModelServer(always(Reply.say("welcome")), api_key=API_KEY) as server:
             right = build_chat_model(configured(settings, server.base_url), http_client=http_client)
@@ -559,7 +563,7 @@ class TestErrors:
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
-        http_client: httpx.AsyncClient,
+        http_client: httpx2.AsyncClient,
     ) -> None:
         model_server.use(always(Reply.say("too late", delay_s=5)))
         model = agent_model(
