@@ -9,13 +9,13 @@ from typing import Any
 import structlog
 from fastapi import FastAPI
 from langchain_core.language_models import BaseChatModel
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from app.agent.graph import build_graph
 from app.agent.llm import build_chat_model, model_http_client
 from app.api.deps import Services
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
 from app.db.pool import open_pool
 from app.metrics import Metrics
@@ -61,7 +61,7 @@ async def build_services(
         url = database_url(settings.database_url, settings.data_dir)
         pool = await open_pool(url, settings, name="app")
         stack.push_async_callback(pool.close)
-        checkpointer = AsyncPostgresSaver(pool)
+        checkpointer = PostgresCheckpointer(pool)
         store = AsyncPostgresStore(pool)
         locks = ThreadLocks(url)
         await locks.open()

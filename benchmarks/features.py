@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage, ToolMessage
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from app.agent.context import AgentContext
 from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.db.migrate import migrate
 from app.db.pool import open_pool
 from app.db.transfer import import_dir
@@ -79,7 +79,7 @@ class Rig:
             model=chat_model(self.server, streaming=True, timeout=30),
             read_tools=tools.read,
             write_tools=tools.write,
-            checkpointer=AsyncPostgresSaver(self.pool),
+            checkpointer=PostgresCheckpointer(self.pool),
             settings=settings,
             ledger=PostgresWriteLedger(self.pool),
             store=AsyncPostgresStore(self.pool),

@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from app.agent.context import AgentContext
 from app.agent.graph import Graph, build_graph, run_config
-from app.agent.llm import build_chat_model
+from app.agent.llm import build_chat_model, model_http_client
 from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.db.pool import open_pool
 from app.tools.registry import PostgresWriteLedger, build_tools
 from benchmarks.loadgen import Pair, customers, question, read_pairs
@@ -40,6 +41,11 @@ class InProcess:
     graph: Graph
     settings: Settings
     pool: AsyncConnectionPool[Any]
+    http: httpx2.AsyncClient  # the model's HTTP client, the service's own kind
+
+    async def close(self) -> None:
+        await self.http.aclose()
+        await self.pool.close()
 
     async def turn(self, user_id: str, session: str, text: str, *, stream: bool) -> dict[str, Any]:
         thread_id = f"{user_id}:{session}"
@@ -86,17 +92,18 @@ async def open_in_process(database_url: str, model_url: str, checkpointer: str) 
         write_confirmation="off",
     )
     pool = await open_pool(database_url, settings, name="inproc")
-    saver: Any = AsyncPostgresSaver(pool) if checkpointer == "postgres" else InMemorySaver()
+    saver: Any = PostgresCheckpointer(pool) if checkpointer == "postgres" else InMemorySaver()
     tools = build_tools(pool)
+    http = model_http_client(settings)
     graph = build_graph(
-        model=build_chat_model(settings),
+        model=build_chat_model(settings, http_client=http),
         read_tools=tools.read,
         write_tools=tools.write,
         checkpointer=saver,
         settings=settings,
         ledger=PostgresWriteLedger(pool),
     )
-    return InProcess(graph, settings, pool)
+    return InProcess(graph, settings, pool, http)
 
 
 async def run(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]:
@@ -117,7 +124,7 @@ async def run(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]
         elapsed = time.time() - t0
         cpu = time.process_time() - cpu0
     finally:
-        await target.pool.close()
+        await target.close()
     return {"started": t0, "elapsed_s": elapsed, "cpu_s": cpu, "turns": results}
 
 

@@ -43,7 +43,7 @@ async def run(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]
                 rows["astream"].append(stream_row)
     finally:
         await http.aclose()
-        await target.pool.close()
+        await target.close()
     return {"cpu_s": time.process_time(), **rows}
 
 

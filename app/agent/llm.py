@@ -72,6 +72,7 @@ def build_chat_model(
     """`base_url` overrides the setting (the demo model passes its own address).
 
     The openai SDK retries 429 and 5xx with exponential backoff `llm_max_retries` times.
+    `llm_timeout_s` bounds each wait for bytes: the first and every later one of a stream.
     Pass the lifespan's own `http_client` (`model_http_client`): langchain-openai otherwise
     shares one cached client per address across the process, and an HTTP client must not
     outlive its event loop.
@@ -87,6 +88,9 @@ def build_chat_model(
         stream_usage=True,
         temperature=0,
         http_async_client=http_client,
+        # The HTTP read timeout (`llm_timeout_s`) already ends a stream that goes silent;
+        # langchain's own per-chunk timer would wrap every chunk in `asyncio.wait_for`.
+        stream_chunk_timeout=None,
     )
     model.async_client = ChatCompletionsAsDicts(model.root_async_client)
     return model

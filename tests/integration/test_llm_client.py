@@ -39,7 +39,7 @@ from typing_extensions import TypedDict
 
 from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, model_http_client
 from app.config import Settings
-from app.fakellm import ChatRequest, Reply, Script, ScriptedModelServer, ToolCall
+from app.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer, ToolCall
 from app.tools.registry import build_tools
 
 API_KEY = "sk-test-llm-client-key"
@@ -558,6 +558,27 @@ class TestErrors:
         assert message.content == "welcome"
         assert caught.value.status_code == 401
         assert len(server.requests) == 1  # the refused request never reached the policy
+
+    async def test_a_stream_that_stalls_midway_times_out_on_the_configured_timeout(
+        self,
+        settings: Settings,
+        model_server: ScriptedModelServer,
+        http_client: httpx2.AsyncClient,
+    ) -> None:
+        # The first chunk comes at once, the next only after 5 s: the read timeout, not
+        # langchain's own per-chunk timer (disabled), must end the call.
+        slow = Latency(ttft_ms=0, tokens_per_s=0.2)
+        model_server.use(always(Reply.say("the first word and then silence", latency=slow)))
+        model = agent_model(
+            settings, model_server, http_client, llm_timeout_s=0.3, llm_max_retries=0
+        )
+        started = time.monotonic()
+
+        with pytest.raises(openai.APITimeoutError):
+            await call_streaming(model)
+
+        assert time.monotonic() - started < 3
+        assert model.stream_chunk_timeout is None
 
     async def test_the_configured_timeout_applies(
         self,
