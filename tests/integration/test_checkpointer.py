@@ -1,0 +1,267 @@
+"""PostgresCheckpointer against upstream AsyncPostgresSaver, on the real database.
+
+`app/db/checkpointer.py` re-writes three upstream methods (`aput`, `aput_writes`,
+`_load_checkpoint_tuple`) so that (de)serialisation runs on the event loop instead of in
+`asyncio.to_thread`. Its claim is that nothing stored or loaded changes: the same rows,
+the same loaded tuples. These tests run one graph through both savers and compare the
+tables and the loads, so a langgraph upgrade that changes upstream's versions of those
+methods (or an edit to ours) fails here rather than corrupting stored threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.postgres import aio as upstream_aio
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Interrupt, interrupt
+from psycopg_pool import AsyncConnectionPool
+
+from app.db.checkpointer import PostgresCheckpointer
+
+
+class State(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    facts: dict[str, Any]  # a blob
+    turns: int  # inline
+    stage: str  # inline
+    note: str | None  # inline, None at first
+
+
+def greet(state: State) -> State:
+    return {
+        "messages": [AIMessage("hello", id="ai-1")],
+        "facts": {"lang": "en"},
+        "turns": 1,
+        "stage": "greeted",
+        "note": None,
+    }
+
+
+def record(state: State) -> State:
+    return {"facts": {**state["facts"], "order": 42}, "turns": 2, "stage": "recorded"}
+
+
+def audit(state: State) -> State:
+    # Runs beside `approve`: its writes stay pending on the checkpoint the interrupt stops at.
+    return {"note": "audited", "messages": [AIMessage("noted", id="ai-2")]}
+
+
+def approve(state: State) -> State:
+    # Two interrupts in one task: resuming the first re-runs the task on the same
+    # checkpoint, so the second overwrites the first's special write (the upsert path).
+    amount = interrupt({"question": "how much?"})
+    return {"stage": interrupt({"question": f"refund {amount}?"})}
+
+
+def build_graph(saver: AsyncPostgresSaver) -> Any:
+    graph = StateGraph(State)
+    for node in (greet, record, audit, approve):
+        graph.add_node(node.__name__, node)
+    graph.add_edge(START, "greet")
+    graph.add_edge("greet", "record")
+    graph.add_edge("record", "audit")
+    graph.add_edge("record", "approve")
+    graph.add_edge("audit", END)
+    graph.add_edge("approve", END)
+    return graph.compile(checkpointer=saver)
+
+
+def thread_config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+
+async def run_to_interrupt(saver: AsyncPostgresSaver, thread_id: str) -> list[str]:
+    """Run the graph to `approve`'s second interrupt; return the interrupt ids."""
+    graph, config = build_graph(saver), thread_config(thread_id)
+    first = await graph.ainvoke({"messages": [HumanMessage("hi", id="human-1")]}, config)
+    second = await graph.ainvoke(Command(resume="10 EUR"), config)
+    return [i.id for i in first["__interrupt__"] + second["__interrupt__"]]
+
+
+async def fetch(pool: AsyncConnectionPool[Any], table: str, thread_id: str) -> list[dict[str, Any]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"SELECT * FROM {table} WHERE thread_id = %s", (thread_id,))
+        rows: list[dict[str, Any]] = await cur.fetchall()
+        return rows
+
+
+async def run_specific_ids(
+    pool: AsyncConnectionPool[Any], thread_id: str, interrupt_ids: list[str]
+) -> dict[str, str]:
+    """Everything that differs between two identical runs, mapped to a stable name.
+
+    Checkpoints by position, task ids by (checkpoint position, task path). Channel
+    versions carry a random suffix and are cut to their counter in `normalise`.
+    """
+    ids = {thread_id: "thread"}
+    checkpoints = sorted(
+        await fetch(pool, "checkpoints", thread_id), key=lambda r: r["checkpoint_id"]
+    )
+    position = {}
+    for n, row in enumerate(checkpoints):
+        position[row["checkpoint_id"]] = n
+        ids[row["checkpoint_id"]] = f"checkpoint-{n}"
+        ids[row["checkpoint"]["ts"]] = f"ts-{n}"
+    for row in await fetch(pool, "checkpoint_writes", thread_id):
+        ids[row["task_id"]] = f"task-{position[row['checkpoint_id']]}-{row['task_path']}"
+    for n, interrupt_id in enumerate(interrupt_ids):
+        ids[interrupt_id] = f"interrupt-{n}"
+    return ids
+
+
+VERSION = re.compile(r"(\d{32})\..*")
+
+
+def normalise(value: Any, ids: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        version = VERSION.fullmatch(value)
+        return ids.get(value, version.group(1) if version else value)
+    if isinstance(value, bytes):
+        for old, new in ids.items():
+            value = value.replace(old.encode(), new.encode())
+        return value
+    if isinstance(value, dict):
+        return {normalise(k, ids): normalise(v, ids) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [normalise(v, ids) for v in value]
+    if isinstance(value, Interrupt):
+        return Interrupt(normalise(value.value, ids), normalise(value.id, ids))
+    return value
+
+
+async def run_both(pool: AsyncConnectionPool[Any]) -> dict[str, tuple[str, dict[str, str]]]:
+    """Run the same input through upstream and ours; thread id and id map for each."""
+    threads = {}
+    for name, saver in (("up", AsyncPostgresSaver(pool)), ("ours", PostgresCheckpointer(pool))):
+        thread_id = f"{name}-{uuid.uuid4().hex}"
+        interrupt_ids = await run_to_interrupt(saver, thread_id)
+        threads[name] = (thread_id, await run_specific_ids(pool, thread_id, interrupt_ids))
+    return threads
+
+
+async def test_both_savers_write_the_same_rows(pool: AsyncConnectionPool[Any]) -> None:
+    threads = await run_both(pool)
+    tables: dict[str, dict[str, list[Any]]] = {}
+    for name, (thread_id, ids) in threads.items():
+        checkpoints = await fetch(pool, "checkpoints", thread_id)
+        blobs = await fetch(pool, "checkpoint_blobs", thread_id)
+        writes = await fetch(pool, "checkpoint_writes", thread_id)
+        keys = ("checkpoint_id", "parent_checkpoint_id", "type", "checkpoint", "metadata")
+        blob_keys = ("channel", "version", "type", "blob")
+        write_keys = ("checkpoint_id", "task_id", "task_path", "idx", "channel", "type", "blob")
+        tables[name] = {
+            "checkpoints": sorted(normalise([r[k] for k in keys], ids) for r in checkpoints),
+            "blobs": sorted(normalise([r[k] for k in blob_keys], ids) for r in blobs),
+            "writes": sorted(normalise([r[k] for k in write_keys], ids) for r in writes),
+        }
+    up, ours = tables["up"], tables["ours"]
+
+    # The run covers what the re-written methods branch on: blobs and inline values,
+    # regular and special writes (the interrupt's upserted over by the second one), and
+    # pending writes on the last checkpoint.
+    last = f"checkpoint-{len(up['checkpoints']) - 1}"
+    assert len(up["checkpoints"]) == 4
+    assert {channel for channel, *_ in up["blobs"]} == {"__start__", "messages", "facts"}
+    inline = up["checkpoints"][-1][3]["channel_values"]
+    assert inline["turns"] == 2 and inline["stage"] == "recorded" and inline["note"] is None
+    pending = [(w[2], w[3], w[4]) for w in up["writes"] if w[0] == last]
+    assert ("~__pregel_pull, approve", -3, "__interrupt__") in pending
+    assert ("~__pregel_pull, approve", -4, "__resume__") in pending
+    assert ("~__pregel_pull, audit", 0, "note") in pending
+
+    assert ours["checkpoints"] == up["checkpoints"]
+    assert ours["blobs"] == up["blobs"]
+    assert ours["writes"] == up["writes"]
+    for n, (checkpoint_id, parent, *_) in enumerate(ours["checkpoints"]):
+        assert checkpoint_id == f"checkpoint-{n}"
+        assert parent == (f"checkpoint-{n - 1}" if n else None)
+
+
+async def test_both_savers_load_the_same_tuples(pool: AsyncConnectionPool[Any]) -> None:
+    threads = await run_both(pool)
+    up_saver, our_saver = AsyncPostgresSaver(pool), PostgresCheckpointer(pool)
+    latest = {}
+    for thread_id, _ in threads.values():
+        config = thread_config(thread_id)
+        by_upstream = await up_saver.aget_tuple(config)
+        by_ours = await our_saver.aget_tuple(config)
+        assert by_upstream is not None and by_upstream.pending_writes
+        assert by_ours == by_upstream
+        listed_by_upstream = [t async for t in up_saver.alist(config)]
+        listed_by_ours = [t async for t in our_saver.alist(config)]
+        assert len(listed_by_ours) == 4
+        assert listed_by_ours == listed_by_upstream
+        for t in listed_by_ours[1:]:  # each by id, parent configs included
+            assert await our_saver.aget_tuple(t.config) == await up_saver.aget_tuple(t.config)
+        latest[thread_id] = by_ours
+
+    # Written by upstream and loaded by upstream == written by ours and loaded by ours.
+    (up_thread, up_ids), (our_thread, our_ids) = threads["up"], threads["ours"]
+    up_latest = normalise(latest[up_thread], up_ids)
+    ours_latest = normalise(latest[our_thread], our_ids)
+    assert ours_latest == up_latest
+    channels = {channel for _, channel, _ in ours_latest[4]}
+    assert {"__interrupt__", "note", "messages"} <= channels
+
+
+class CountingAsyncio:
+    """Stands in for `asyncio` inside upstream's module, counting `to_thread` calls."""
+
+    def __init__(self) -> None:
+        self.to_thread_calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(asyncio, name)
+
+    async def to_thread(self, func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.to_thread_calls += 1
+        return await asyncio.to_thread(func, *args, **kwargs)
+
+
+async def count_to_thread(saver: AsyncPostgresSaver, counter: CountingAsyncio) -> dict[str, int]:
+    """`to_thread` calls made by each method, on a checkpoint with a blob and inline values."""
+    checkpoint = empty_checkpoint()
+    version = saver.get_next_version(None, None)
+    checkpoint["channel_values"] = {"facts": {"lang": "en"}, "turns": 1, "note": None}
+    checkpoint["channel_versions"] = {"facts": version, "turns": version, "note": version}
+    metadata: Any = {"source": "input", "step": -1, "parents": {}}
+    counts = {}
+
+    counter.to_thread_calls = 0
+    config = thread_config(f"count-{uuid.uuid4().hex}")
+    saved = await saver.aput(config, checkpoint, metadata, checkpoint["channel_versions"])
+    counts["aput"], counter.to_thread_calls = counter.to_thread_calls, 0
+    await saver.aput_writes(saved, [("note", "x"), ("facts", {"order": 1})], "task-1")
+    await saver.aput_writes(saved, [("__interrupt__", [Interrupt("ok?")])], "task-2")
+    counts["aput_writes"], counter.to_thread_calls = counter.to_thread_calls, 0
+    loaded = await saver.aget_tuple(saved)
+    counts["aget_tuple"] = counter.to_thread_calls
+    assert loaded is not None and len(loaded.pending_writes or []) == 3
+    return counts
+
+
+async def test_ours_makes_no_worker_thread_hops(
+    pool: AsyncConnectionPool[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = CountingAsyncio()
+    monkeypatch.setattr(upstream_aio, "asyncio", counter)
+
+    upstream = await count_to_thread(AsyncPostgresSaver(pool), counter)
+    assert all(calls >= 1 for calls in upstream.values()), upstream  # the counter counts
+
+    ours = await count_to_thread(PostgresCheckpointer(pool), counter)
+    assert ours == {"aput": 0, "aput_writes": 0, "aget_tuple": 0}
+
+    counter.to_thread_calls = 0
+    await run_to_interrupt(PostgresCheckpointer(pool), f"ours-{uuid.uuid4().hex}")
+    assert counter.to_thread_calls == 0
