@@ -47,9 +47,9 @@ def row(name: str, runs: list[dict[str, Any]]) -> str:
         f"{median(latency):,.0f}",
         f"{p95(latency):,.0f}",
         f"{median(ttft):,.0f}",
-        f"{per_turn(name):.0f}",
-        f"{per_turn('postgres'):.0f}",
-        f"{per_turn('machine'):.0f}",
+        f"{per_turn(name):.1f}",
+        f"{per_turn('postgres'):.1f}",
+        f"{per_turn('machine'):.1f}",
         str(sum(r["errors"] for r in runs)),
     ]
     return "| " + " | ".join(cells) + " |"
