@@ -89,6 +89,8 @@ class TurnResult(BaseModel):
     status: Literal["completed", "interrupted", "failed"]
     pending: list[dict[str, Any]] | None = None
     usage: dict[str, int] | None = None
+    # the help articles a completed answer drew on (the `citations` event of the stream)
+    citations: list[dict[str, Any]] = []
 
 
 class ThreadState(BaseModel):

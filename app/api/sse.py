@@ -92,3 +92,5 @@ def _result_events(result: dict[str, Any]) -> Iterable[Event]:
             )
     if result.get("pending"):
         yield "interrupt", {"pending": result["pending"]}
+    if result.get("citations"):
+        yield "citations", {"citations": result["citations"]}

@@ -248,6 +248,8 @@ class RunService:
         }
         if recorder.pending is not None:
             result["pending"] = recorder.pending
+        if recorder.citations and status == "completed":
+            result["citations"] = recorder.citations
         return result
 
     async def wait_idle(self, grace_s: float) -> None:

@@ -541,6 +541,36 @@ class TestCitationsEvent:
         page = await client.get("/help/refund-timing")
         assert page.status_code == 200 and citation["title"] in page.text
 
+    async def test_a_retried_message_replays_its_citations(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        from app.help.repository import sync_help_articles
+
+        await sync_help_articles(shop)
+        model_server.use(
+            Script(
+                [
+                    Reply.call("get_help_article", article_id="refund-timing"),
+                    Reply.say("Card refunds take a few business days [refund-timing]."),
+                ]
+            )
+        )
+        h = server.headers(NOAH)
+        body = {"content": "refund time?", "client_message_id": "cite-1"}
+        live = await stream(client, "/threads/cite2/messages", body, h)
+        replayed = await stream(client, "/threads/cite2/messages", body, h)
+        as_json = (await client.post("/threads/cite2/messages", json=body, headers=h)).json()
+
+        assert len(model_server.requests) == 2  # the retries ran nothing
+        live_cited = [e[2] for e in live if e[0] == "citations"]
+        assert live_cited and [e[2] for e in replayed if e[0] == "citations"] == live_cited
+        assert [e[0] for e in replayed][-2:] == ["citations", "done"]
+        assert as_json["citations"] == live_cited[0]["citations"]
+
 
 class TestMemory:
     async def test_preference_is_remembered_injected_listed_and_forgotten(
