@@ -12,7 +12,9 @@ class Plan:
     overhead_turns: int
     levels: tuple[int, ...]  # item 2, instant model: concurrent customers
     level_reps: dict[int, int]  # repeated runs per level (ours and peer alternating)
-    min_turns: int  # turns per run at least (3 per customer at least)
+    # turns per run at least (two conversations per customer at least): runs of a few
+    # seconds, so the ramp-up and the last stragglers are a small part of each
+    min_turns: int
     realistic_levels: tuple[int, ...]
     realistic_reps: int
     long_levels: tuple[int, ...]  # item 3: messages of history
@@ -40,7 +42,7 @@ FULL = Plan(
     overhead_turns=15,
     levels=(1, 8, 32, 128),
     level_reps={1: 3, 8: 2, 32: 3, 128: 2},
-    min_turns=30,
+    min_turns=400,
     realistic_levels=(32,),
     realistic_reps=2,
     long_levels=(4, 40, 400),
@@ -60,7 +62,7 @@ QUICK = Plan(
     overhead_turns=6,
     levels=(1, 32),
     level_reps={1: 1, 32: 1},
-    min_turns=12,
+    min_turns=60,
     realistic_levels=(8,),
     realistic_reps=1,
     long_levels=(4, 40, 400),

@@ -223,10 +223,10 @@ def _section_load(r: dict[str, Any]) -> list[str]:
         "## 2. Throughput and latency under load",
         "",
         "Simulated customers each hold their own thread and conversations of 3 order-lookup turns",
-        "(model -> tool -> model), back to back, until the run's turns are done (at least 3 per",
-        "customer). The load generator is a separate process (`benchmarks/loadgen.py`: asyncio"
-        " streams, HTTP/1.1 keep-alive and its own SSE parser, to take little CPU from the"
-        " services on the same cores)",
+        "(model -> tool -> model), back to back, until the run's turns are done (at least 6 per",
+        "customer, and 400 per run). The load generator is a separate process"
+        " (`benchmarks/loadgen.py`: asyncio streams, HTTP/1.1 keep-alive and its own SSE"
+        " parser, to take little CPU from the services on the same cores)",
         "that reads every stream to its end; ours and the peer run alternately (A/B, then B/A).",
         "TTFT is the time to the first answer token. *turns/s* and *server CPU* are median /"
         " p95 over",

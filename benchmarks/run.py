@@ -234,7 +234,7 @@ class Bench:
         return run
 
     def total_turns(self, customers: int) -> int:
-        return max(self.plan.min_turns, self.plan.turns_per_conversation * customers)
+        return max(self.plan.min_turns, 2 * self.plan.turns_per_conversation * customers)
 
     # --- the sections ---------------------------------------------------------------------
 
