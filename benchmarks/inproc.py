@@ -32,6 +32,7 @@ from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.pool import open_pool
+from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from benchmarks.loadgen import Pair, customers, question, read_pairs
 
@@ -102,6 +103,7 @@ async def open_in_process(database_url: str, model_url: str, checkpointer: str) 
         checkpointer=saver,
         settings=settings,
         ledger=PostgresWriteLedger(pool),
+        archive=PgTranscriptArchive(pool),  # long threads fold into a summary, as served
     )
     return InProcess(graph, settings, pool, http)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from langchain_core.messages import (
     AIMessage,
@@ -17,6 +17,25 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 def count_tokens(messages: Sequence[BaseMessage]) -> int:
     return count_tokens_approximately(messages)
+
+
+def counting_each_once() -> Callable[[Sequence[BaseMessage]], int]:
+    """`count_tokens` for one trim: `trim_messages` counts ~2 log n prefixes of the window
+    (a binary search), which recounted every message each time: on a long working list
+    that was most of the cost of trimming. The count is a per-message sum, so each message
+    is counted once. The memo keeps the message itself, so its `id` stays unique."""
+    memo: dict[int, tuple[BaseMessage, int]] = {}
+
+    def count(messages: Sequence[BaseMessage]) -> int:
+        total = 0
+        for m in messages:
+            known = memo.get(id(m))
+            if known is None:
+                known = memo[id(m)] = (m, count_tokens_approximately([m]))
+            total += known[1]
+        return total
+
+    return count
 
 
 def well_paired(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -63,10 +82,11 @@ def model_window(
 ) -> list[BaseMessage]:
     """System prompt plus the newest messages that fit `max_tokens`, starting on a human turn."""
     history = well_paired(history)
+    count = counting_each_once()
     window = trim_messages(
         [system, *history],
         max_tokens=max_tokens,
-        token_counter=count_tokens,
+        token_counter=count,
         strategy="last",
         start_on="human",
         include_system=True,
@@ -81,10 +101,10 @@ def model_window(
     )
     if last_human is None:
         return [system]
-    budget = max_tokens - count_tokens([system, history[last_human]])
+    budget = max_tokens - count([system, history[last_human]])
     tail: list[BaseMessage] = []
     for group in reversed(_groups_after(history[last_human + 1 :])):
-        cost = count_tokens(group)
+        cost = count(group)
         if cost > budget:
             break
         tail = group + tail

@@ -10,9 +10,10 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    trim_messages,
 )
 
-from app.agent.trimming import count_tokens, model_window
+from app.agent.trimming import count_tokens, counting_each_once, model_window, well_paired
 
 SYSTEM = SystemMessage(content="You are a shop assistant.")
 words = st.text(alphabet="abcdefghij klmnop", min_size=0, max_size=300)
@@ -111,3 +112,31 @@ class TestBudget:
         assert count_tokens(window) <= 1000
         assert window[-1] is history[-1]
         assert len(history) == 400  # the history itself is untouched
+
+    @settings(max_examples=200, deadline=None)
+    @given(history=histories(), data=st.data())
+    def test_counting_each_once_counts_what_count_tokens_counts(
+        self, history: list[BaseMessage], data: st.DataObject
+    ) -> None:
+        count = counting_each_once()
+        for _ in range(3):  # repeated and overlapping slices, as a binary search asks
+            start = data.draw(st.integers(0, len(history)))
+            end = data.draw(st.integers(start, len(history)))
+            assert count(history[start:end]) == count_tokens(history[start:end])
+
+    @settings(max_examples=200, deadline=None)
+    @given(history=histories(), budget=st.integers(50, 3000))
+    def test_the_window_is_the_one_a_plain_count_gives(
+        self, history: list[BaseMessage], budget: int
+    ) -> None:
+        plain = trim_messages(
+            [SYSTEM, *well_paired(history)],
+            max_tokens=budget,
+            token_counter=count_tokens,
+            strategy="last",
+            start_on="human",
+            include_system=True,
+            allow_partial=False,
+        )
+        if any(isinstance(m, HumanMessage) for m in plain):
+            assert model_window(SYSTEM, history, budget) == well_paired(plain)
