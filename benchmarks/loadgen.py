@@ -182,10 +182,12 @@ async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
                 )
                 row = await cur.fetchone()
                 history[session] = int(row["message_count"]) if row else 0
-        previous = await read_stats(conn) if args.pg_stats else None
-        for level, ts in threads.items():
-            turns: list[dict[str, Any]] = []
-            for user_id, order_id, session in ts:
+        # Latency: one turn per thread with the levels interleaved, so that the machine
+        # speeding up or slowing down during the run touches every level alike.
+        turns: dict[int, list[dict[str, Any]]] = {level: [] for level in threads}
+        for i in range(per_level):
+            for level, ts in threads.items():
+                user_id, order_id, session = ts[i]
                 thread_id = f"{user_id}:{session}"
                 before = await thread_bytes(conn, thread_id)
                 result: TurnResult = await client.turn(
@@ -195,17 +197,24 @@ async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
                 row = result.as_dict()
                 row["history_messages"] = history[session]
                 row["written"] = {k: after[k] - before[k] for k in after}
-                turns.append(row)
+                turns[level].append(row)
+        # SQL counts: pg_stat_* deltas need each level on its own, so one more turn per
+        # thread, level by level, between reads.
+        previous = await read_stats(conn) if args.pg_stats else None
+        for level, ts in threads.items():
             delta = None
             if previous is not None:
-                # this connection's own statements since the previous read: the byte
-                # queries before and after each turn, and the previous read (2 statements)
-                own = 2 * len(ts) + 2
+                for user_id, order_id, session in ts:
+                    await client.turn(user_id, session, question(level // 4 + 1, order_id))
                 current = await read_stats(conn)
                 delta = stats_delta(previous, current)
-                delta["own_statements"] = own
+                delta["own_statements"] = 2  # the previous read's two statements
                 previous = current
-            measured[str(level)] = {"turns": turns, "stats": delta, "measured_turns": len(ts)}
+            measured[str(level)] = {
+                "turns": turns[level],
+                "stats": delta,
+                "measured_turns": len(ts),
+            }
     await client.http.aclose()
     return {"build_s": build_s, "build_errors": build_errors, "levels": measured}
 

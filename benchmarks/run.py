@@ -337,14 +337,22 @@ class Bench:
         raw = self.client("benchmarks.loadgen", args, ["ours"], "long")
         self.results["long"] = summary.long_run(raw)
 
-    def section_ceiling_a(self, model_url: str, processes: int = 1) -> None:
+    def section_ceiling_a(
+        self, model_url: str, service: tuple[str, str], processes: int = 1
+    ) -> None:
         """The graph with InMemorySaver, in `processes` processes at once (customers split
-        between them): the ceiling for a service with as many worker processes."""
+        between them): the ceiling for a service with as many worker processes. Each run
+        alternates with a run of `service` (name, url) at the same load, so the share of the
+        ceiling compares runs minutes apart at most on a machine whose speed drifts."""
         log(f"ceiling (a): the same graph in-process with InMemorySaver, {processes} process(es)")
-        runs = []
+        runs, paired = [], []
         customers = self.plan.ceiling_customers
         total = self.total_turns(customers)
+        name, url = service
+        watch = [name, "model@instant"]
         for rep in range(self.plan.ceiling_reps):
+            if rep % 2:
+                paired.append(self.load(name, url, customers, total, watch, f"paired_{name}"))
             argvs, outs = [], []
             for i in range(processes):
                 out_file = self.out / "runs" / f"ceiling_a-p{processes}-{rep}-{i}.json"
@@ -383,8 +391,15 @@ class Bench:
                 "cpu": cpu.summary({"client": sum(float(p["cpu_s"]) for p in parts)}),
             }
             runs.append(summary.load_run(raw, server="client"))
+            if not rep % 2:
+                paired.append(self.load(name, url, customers, total, watch, f"paired_{name}"))
         key = "ceiling_a" if processes == 1 else "ceiling_a_procs"
-        self.results[key] = {"customers": customers, "processes": processes, "runs": runs}
+        self.results[key] = {
+            "customers": customers,
+            "processes": processes,
+            "runs": runs,
+            "paired": {"name": name, "runs": paired},
+        }
 
     def section_ceiling_b(self) -> None:
         log("ceiling (b): pgbench single-row inserts")
@@ -455,9 +470,10 @@ def run_all(bench: Bench) -> None:
         bench.warm_up(systems)
         bench.section_overhead(urls["ours"], urls["model"])
         bench.section_load("instant", plan.levels, plan.level_reps, systems)
-        bench.section_ceiling_a(urls["model"])
+        bench.section_ceiling_a(urls["model"], ("ours", urls["ours"]))
         if workers > 1:
-            bench.section_ceiling_a(urls["model"], processes=workers)
+            name = f"ours-{workers}w"
+            bench.section_ceiling_a(urls["model"], (name, urls[name]), processes=workers)
         if variants:
             names = ["ours", *(name for name, _ in variants)]
             bench.warm_up({name: urls[name] for name in names[1:]})
