@@ -15,7 +15,7 @@ from typing import Any
 GROUPS = {
     "openai SDK (builds requests, parses each stream chunk into models)": ("openai/",),
     "langchain_openai (ChatOpenAI: chunk -> AIMessageChunk)": ("langchain_openai/",),
-    "HTTP client to the model (httpx, httpcore)": ("httpx", "httpcore"),
+    "HTTP client to the model (aiohttp under httpx2)": ("httpx", "httpcore", "aiohttp"),
     "langchain_core (messages, callbacks, runnables)": ("langchain_core/",),
     "LangGraph runtime (pregel, channels, stream handlers)": (
         "pregel/",
@@ -23,7 +23,11 @@ GROUPS = {
         "channels/",
         "graph/",
     ),
-    "checkpointer (AsyncPostgresSaver)": ("postgres/", "checkpoint/"),
+    "checkpointer (PostgresCheckpointer, AsyncPostgresSaver)": (
+        "app/db/checkpointer",
+        "postgres/",
+        "checkpoint/",
+    ),
     "checkpoint serialisation (serde)": ("serde/",),
     "psycopg (all SQL)": ("psycopg/", "psycopg_pool/"),
     "SSE response (sse_starlette, incl. its socket writes)": ("sse_starlette/",),

@@ -200,7 +200,8 @@ def _section_overhead(r: dict[str, Any]) -> list[str]:
         "| path | turn p50 ms | turn p95 ms |",
         "|---|---:|---:|",
         f"| HTTP + SSE through the service | {col('http', 'p50')} | {col('http', 'p95')} |",
-        f"| in-process `graph.ainvoke` (AsyncPostgresSaver on a pool, durability=sync) "
+        "| in-process `graph.ainvoke` (the service's PostgresCheckpointer on a pool,"
+        f" durability=sync) "
         f"| {col('invoke', 'p50')} | {col('invoke', 'p95')} |",
         f"| in-process `graph.astream` (the service's stream modes) "
         f"| {col('astream', 'p50')} | {col('astream', 'p95')} |",
