@@ -71,7 +71,9 @@ def app(database_url: str) -> Iterator[DemoApp]:
         database_url=database_url,
         app_env="dev",
         llm_provider="demo",
-        demo_model_tokens_per_s=2000,  # paced like the real thing, only faster
+        # paced like the real thing, only faster; slow enough that tokens arrive one by one
+        # (the SSE stream merges tokens that queue up behind a write)
+        demo_model_tokens_per_s=400,
         _env_file=None,
     )
     with DemoApp(settings) as running:
