@@ -511,25 +511,29 @@ class TestDisconnect:
         assert state["messages"][1]["content"].startswith("word word")
 
 
+@pytest.fixture
+async def reads_refund_article(
+    shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer
+) -> None:
+    """The help centre synced, and a model that reads one article before it answers."""
+    from app.help.repository import sync_help_articles
+
+    await sync_help_articles(shop)
+    model_server.use(
+        Script(
+            [
+                Reply.call("get_help_article", article_id="refund-timing"),
+                Reply.say("Card refunds take a few business days [refund-timing]."),
+            ]
+        )
+    )
+
+
+@pytest.mark.usefixtures("reads_refund_article")
 class TestCitationsEvent:
     async def test_policy_answer_sends_citations_before_done(
-        self,
-        client: httpx.AsyncClient,
-        server: LiveServer,
-        model_server: ScriptedModelServer,
-        shop: AsyncConnectionPool[Any],
+        self, client: httpx.AsyncClient, server: LiveServer
     ) -> None:
-        from app.help.repository import sync_help_articles
-
-        await sync_help_articles(shop)
-        model_server.use(
-            Script(
-                [
-                    Reply.call("get_help_article", article_id="refund-timing"),
-                    Reply.say("Card refunds take a few business days [refund-timing]."),
-                ]
-            )
-        )
         h = server.headers(NOAH)
         events = await stream(client, "/threads/cite/messages", {"content": "refund time?"}, h)
         names = [e[0] for e in events]
@@ -546,19 +550,7 @@ class TestCitationsEvent:
         client: httpx.AsyncClient,
         server: LiveServer,
         model_server: ScriptedModelServer,
-        shop: AsyncConnectionPool[Any],
     ) -> None:
-        from app.help.repository import sync_help_articles
-
-        await sync_help_articles(shop)
-        model_server.use(
-            Script(
-                [
-                    Reply.call("get_help_article", article_id="refund-timing"),
-                    Reply.say("Card refunds take a few business days [refund-timing]."),
-                ]
-            )
-        )
         h = server.headers(NOAH)
         body = {"content": "refund time?", "client_message_id": "cite-1"}
         live = await stream(client, "/threads/cite2/messages", body, h)

@@ -183,6 +183,20 @@ def streamed_payload(
     )
 
 
+class TestHttpStack:
+    def test_the_service_calls_the_model_over_aiohttp_unless_told_httpx(
+        self, settings: Settings
+    ) -> None:
+        assert Settings.model_fields["llm_http_client"].default == "aiohttp"
+        stacks = {
+            name: model_http_client(settings.model_copy(update={"llm_http_client": name}))
+            for name in ("aiohttp", "httpx")
+        }
+        assert isinstance(stacks["aiohttp"], openai.DefaultAioHttpClient)
+        assert not isinstance(stacks["httpx"], openai.DefaultAioHttpClient)
+        assert isinstance(stacks["httpx"], openai.DefaultAsyncHttpxClient)
+
+
 class TestTransformIsTheIdentity:
     """The guard for `ChatCompletionsAsDicts` skipping the SDK's request transform.
 
@@ -559,34 +573,26 @@ class TestErrors:
         assert caught.value.status_code == 401
         assert len(server.requests) == 1  # the refused request never reached the policy
 
-    async def test_a_stream_that_stalls_midway_times_out_on_the_configured_timeout(
-        self,
-        settings: Settings,
-        model_server: ScriptedModelServer,
-        http_client: httpx2.AsyncClient,
-    ) -> None:
-        # The first chunk comes at once, the next only after 5 s: the read timeout, not
-        # langchain's own per-chunk timer (disabled), must end the call.
-        slow = Latency(ttft_ms=0, tokens_per_s=0.2)
-        model_server.use(always(Reply.say("the first word and then silence", latency=slow)))
-        model = agent_model(
-            settings, model_server, http_client, llm_timeout_s=0.3, llm_max_retries=0
-        )
-        started = time.monotonic()
-
-        with pytest.raises(openai.APITimeoutError):
-            await call_streaming(model)
-
-        assert time.monotonic() - started < 3
-        assert model.stream_chunk_timeout is None
-
+    @pytest.mark.parametrize(
+        "reply",
+        [
+            pytest.param(Reply.say("too late", delay_s=5), id="before-any-byte"),
+            # The first chunk comes at once, the next only after 5 s: the read timeout, not
+            # langchain's own per-chunk timer (disabled), must end the call.
+            pytest.param(
+                Reply.say("the first word and then silence", latency=Latency(0, 0.2)),
+                id="midway",
+            ),
+        ],
+    )
     async def test_the_configured_timeout_applies(
         self,
         settings: Settings,
         model_server: ScriptedModelServer,
         http_client: httpx2.AsyncClient,
+        reply: Reply,
     ) -> None:
-        model_server.use(always(Reply.say("too late", delay_s=5)))
+        model_server.use(always(reply))
         model = agent_model(
             settings, model_server, http_client, llm_timeout_s=0.3, llm_max_retries=0
         )
@@ -597,3 +603,4 @@ class TestErrors:
 
         assert time.monotonic() - started < 3
         assert len(model_server.requests) == 1
+        assert model.stream_chunk_timeout is None
