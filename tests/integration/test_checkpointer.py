@@ -26,7 +26,9 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Interrupt, interrupt
 from psycopg_pool import AsyncConnectionPool
 
+from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
+from app.lifespan import build_services
 
 
 class State(TypedDict, total=False):
@@ -265,3 +267,8 @@ async def test_ours_makes_no_worker_thread_hops(
     counter.to_thread_calls = 0
     await run_to_interrupt(PostgresCheckpointer(pool), f"ours-{uuid.uuid4().hex}")
     assert counter.to_thread_calls == 0
+
+
+async def test_the_service_checkpoints_through_it(settings: Settings) -> None:
+    async with build_services(settings) as services:
+        assert isinstance(services.runs.graph.checkpointer, PostgresCheckpointer)
