@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 3
     # HTTP stack under the openai SDK. aiohttp parses the streamed response in C; httpx
-    # (the SDK's default) in pure Python, which cost ~12% of a turn's CPU under load.
+    # (the SDK's default) in pure Python, which cost ~14% of a turn's CPU under load.
     llm_http_client: Literal["aiohttp", "httpx"] = "aiohttp"
     allow_demo_model_in_prod: bool = False
     demo_model_tokens_per_s: float = 60.0

@@ -3,7 +3,7 @@
 Upstream hands each (de)serialisation to `asyncio.to_thread`, which keeps the loop free
 when a state is megabytes. Ours are tens of kilobytes (the summary keeps the working set
 short), so the hop costs more than the work: a turn makes 9 or 10 of them (each checkpoint,
-each step's writes, the load at the start), and running them inline gave ~10% more turns/s
+each step's writes, the load at the start), and running them inline gave 13-16% more turns/s
 under load (benchmarks/FINDINGS.md). The SQL, the rows and the loaded tuples are upstream's:
 a test writes the same checkpoints through both savers and compares the tables.
 """
