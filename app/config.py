@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     reflection_every: int = Field(default=5, ge=0)  # 0 disables the reflection note
 
     sse_heartbeat_s: float = 15.0
+    # Allocations between first-generation collections, set (with a freeze of the startup
+    # heap) once the service has started; 0 keeps Python's defaults. See app/gc_tuning.py.
+    gc_gen0_threshold: int = Field(default=10_000, ge=0)
 
     @field_validator("db_prepare_threshold", mode="before")
     @classmethod

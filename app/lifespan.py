@@ -18,6 +18,7 @@ from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
 from app.db.pool import open_pool
+from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.runs.archive import PgTranscriptArchive
 from app.runs.inspect import ThreadInspector
@@ -102,6 +103,7 @@ def lifespan_for(settings: Settings, model: BaseChatModel | None = None) -> Any:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with build_services(settings, model) as services:
             app.state.services = services
+            tune_for_serving(settings.gc_gen0_threshold)  # after startup: freezes its heap
             yield
 
     return lifespan

@@ -5,6 +5,8 @@
 The graph is built exactly as the service builds it (app.agent.graph.build_graph with
 build_tools, the write ledger and ChatOpenAI against the same model server); only the
 checkpointer differs with `--checkpointer memory` (InMemorySaver: LangGraph's own cost).
+The process gets the service's garbage-collector settings and, with the Postgres
+checkpointer, runs each turn with the step's writes batched as the service does.
 `--stream` runs `astream` with the service's stream modes instead of `ainvoke`.
 """
 
@@ -16,6 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.pool import open_pool
+from app.gc_tuning import tune_for_serving
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from benchmarks.loadgen import Pair, customers, question, read_pairs
@@ -57,22 +61,30 @@ class InProcess:
         t0 = time.perf_counter()
         ttft: float | None = None
         error: str | None = None
+        saver = self.graph.checkpointer
+        # as the service runs a turn: each step's writes go with its checkpoint
+        batching = (
+            saver.writes_with_next_checkpoint()
+            if isinstance(saver, PostgresCheckpointer)
+            else nullcontext()
+        )
         try:
-            if stream:
-                async for mode, chunk in self.graph.astream(
-                    {"incoming": message},
-                    config,
-                    context=context,
-                    stream_mode=["custom", "updates"],
-                    durability="sync",
-                ):
-                    token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
-                    if ttft is None and mode == "custom" and token:
-                        ttft = (time.perf_counter() - t0) * 1000
-            else:
-                await self.graph.ainvoke(
-                    {"incoming": message}, config, context=context, durability="sync"
-                )
+            async with batching:
+                if stream:
+                    async for mode, chunk in self.graph.astream(
+                        {"incoming": message},
+                        config,
+                        context=context,
+                        stream_mode=["custom", "updates"],
+                        durability="sync",
+                    ):
+                        token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
+                        if ttft is None and mode == "custom" and token:
+                            ttft = (time.perf_counter() - t0) * 1000
+                else:
+                    await self.graph.ainvoke(
+                        {"incoming": message}, config, context=context, durability="sync"
+                    )
         except Exception as exc:  # a benchmark counts failures, it does not stop on them
             error = type(exc).__name__
         latency = (time.perf_counter() - t0) * 1000
@@ -105,6 +117,7 @@ async def open_in_process(database_url: str, model_url: str, checkpointer: str) 
         ledger=PostgresWriteLedger(pool),
         archive=PgTranscriptArchive(pool),  # long threads fold into a summary, as served
     )
+    tune_for_serving(settings.gc_gen0_threshold)  # the service's collector settings too
     return InProcess(graph, settings, pool, http)
 
 

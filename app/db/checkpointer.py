@@ -6,11 +6,19 @@ short), so the hop costs more than the work: a turn makes 9 or 10 of them (each 
 each step's writes, the load at the start), and running them inline gave 13-16% more turns/s
 under load (benchmarks/FINDINGS.md). The SQL, the rows and the loaded tuples are upstream's:
 a test writes the same checkpoints through both savers and compares the tables.
+
+Within `writes_with_next_checkpoint()` (a run of the service), a step's task writes are not
+stored on their own: they wait for the step's checkpoint and go in its round trip, one
+pipeline instead of two. A step's writes then land with the checkpoint that follows them,
+or (a run that ended between the two: an error, a cancel) when the run ends. Errors and
+interrupts are stored at once, as upstream does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -28,6 +36,11 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 _INLINE_TYPES = (str, int, float, bool)
+
+# (query, rows) batches waiting for the next checkpoint of the run that set the list. The
+# graph's background tasks copy the run's context, so they all append to the same list.
+_Batch = tuple[str, list[Any]]
+_deferred: ContextVar[list[_Batch] | None] = ContextVar("deferred_writes", default=None)
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -59,7 +72,10 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         blobs = {k: v for k, v in values.items() if k not in inline}
         changed = {k: v for k, v in new_versions.items() if k in blobs}
         stored = {**checkpoint, "channel_values": inline}
+        waiting = _deferred.get()
         async with self._cursor(pipeline=True) as cur:
+            if waiting:
+                await self._execute_batches(cur, waiting)
             if changed:
                 rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, changed)
                 await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, rows)
@@ -95,7 +111,32 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             task_path,
             writes,
         )
+        waiting = _deferred.get()
+        if waiting is not None and not special:
+            waiting.append((query, rows))  # stored with the step's checkpoint
+            return
         async with self._cursor(pipeline=True) as cur:
+            await cur.executemany(query, rows)
+
+    @asynccontextmanager
+    async def writes_with_next_checkpoint(self) -> AsyncIterator[None]:
+        """Store each step's task writes in the round trip of the checkpoint that follows.
+        What is still waiting when the block ends (the run stopped mid-step) is stored then."""
+        waiting: list[_Batch] = []
+        token = _deferred.set(waiting)
+        try:
+            yield
+        finally:
+            _deferred.reset(token)
+            if waiting:
+                async with self._cursor(pipeline=True) as cur:
+                    await self._execute_batches(cur, waiting)
+
+    @staticmethod
+    async def _execute_batches(cur: Any, waiting: list[_Batch]) -> None:
+        batches = waiting[:]
+        waiting.clear()  # before the first await: a write added meanwhile waits its turn
+        for query, rows in batches:
             await cur.executemany(query, rows)
 
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:

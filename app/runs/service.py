@@ -11,6 +11,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from app.agent.context import AgentContext
 from app.agent.graph import Graph, run_config
 from app.api.auth import Principal
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.errors import Conflict, ThreadBusy
 from app.metrics import Metrics
 from app.runs.events import Event, TurnRecorder
@@ -171,15 +173,16 @@ class RunService:
                     },
                 )
             )
-            async for mode, chunk in self.graph.astream(
-                graph_input,
-                config,
-                context=context,
-                stream_mode=["custom", "updates"],
-                durability="sync",
-            ):
-                for event in recorder.on_chunk(mode, chunk):
-                    await run.queue.put(event)
+            async with self._batching():
+                async for mode, chunk in self.graph.astream(
+                    graph_input,
+                    config,
+                    context=context,
+                    stream_mode=["custom", "updates"],
+                    durability="sync",
+                ):
+                    for event in recorder.on_chunk(mode, chunk):
+                        await run.queue.put(event)
             status = "interrupted" if recorder.pending is not None else "completed"
             if recorder.citations and status == "completed":
                 await run.queue.put(("citations", {"citations": recorder.citations}))
@@ -226,6 +229,14 @@ class RunService:
             )
             await run.queue.put(None)
             run.finished.set()
+
+    def _batching(self) -> AbstractAsyncContextManager[None]:
+        """Each step's task writes go in the round trip of its checkpoint (one instead of
+        two a step); the checkpoint is still stored before the next step runs."""
+        saver = self.graph.checkpointer
+        if isinstance(saver, PostgresCheckpointer):
+            return saver.writes_with_next_checkpoint()
+        return nullcontext()
 
     def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
         m = self.metrics

@@ -82,12 +82,22 @@ def thread_config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-async def run_to_interrupt(saver: AsyncPostgresSaver, thread_id: str) -> list[str]:
-    """Run the graph to `approve`'s second interrupt; return the interrupt ids."""
+async def run_to_interrupt(
+    saver: AsyncPostgresSaver, thread_id: str, *, batched: bool = False
+) -> list[str]:
+    """Run the graph to `approve`'s second interrupt; return the interrupt ids. `batched`:
+    each run inside `writes_with_next_checkpoint()`, as the service runs a turn."""
     graph, config = build_graph(saver), thread_config(thread_id)
-    first = await graph.ainvoke({"messages": [HumanMessage("hi", id="human-1")]}, config)
-    second = await graph.ainvoke(Command(resume="10 EUR"), config)
-    return [i.id for i in first["__interrupt__"] + second["__interrupt__"]]
+    interrupts = []
+    for graph_input in ({"messages": [HumanMessage("hi", id="human-1")]}, Command(resume="10 EUR")):
+        if batched:
+            assert isinstance(saver, PostgresCheckpointer)
+            async with saver.writes_with_next_checkpoint():
+                result = await graph.ainvoke(graph_input, config)
+        else:
+            result = await graph.ainvoke(graph_input, config)
+        interrupts += result["__interrupt__"]
+    return [i.id for i in interrupts]
 
 
 async def fetch(pool: AsyncConnectionPool[Any], table: str, thread_id: str) -> list[dict[str, Any]]:
@@ -144,9 +154,14 @@ def normalise(value: Any, ids: dict[str, str]) -> Any:
 async def run_both(pool: AsyncConnectionPool[Any]) -> dict[str, tuple[str, dict[str, str]]]:
     """Run the same input through upstream and ours; thread id and id map for each."""
     threads = {}
-    for name, saver in (("up", AsyncPostgresSaver(pool)), ("ours", PostgresCheckpointer(pool))):
+    savers = (
+        ("up", AsyncPostgresSaver(pool), False),
+        ("ours", PostgresCheckpointer(pool), False),
+        ("batched", PostgresCheckpointer(pool), True),
+    )
+    for name, saver, batched in savers:
         thread_id = f"{name}-{uuid.uuid4().hex}"
-        interrupt_ids = await run_to_interrupt(saver, thread_id)
+        interrupt_ids = await run_to_interrupt(saver, thread_id, batched=batched)
         threads[name] = (thread_id, await run_specific_ids(pool, thread_id, interrupt_ids))
     return threads
 
@@ -181,12 +196,13 @@ async def test_both_savers_write_the_same_rows(pool: AsyncConnectionPool[Any]) -
     assert ("~__pregel_pull, approve", -4, "__resume__") in pending
     assert ("~__pregel_pull, audit", 0, "note") in pending
 
-    assert ours["checkpoints"] == up["checkpoints"]
-    assert ours["blobs"] == up["blobs"]
-    assert ours["writes"] == up["writes"]
-    for n, (checkpoint_id, parent, *_) in enumerate(ours["checkpoints"]):
-        assert checkpoint_id == f"checkpoint-{n}"
-        assert parent == (f"checkpoint-{n - 1}" if n else None)
+    for mine in (ours, tables["batched"]):
+        assert mine["checkpoints"] == up["checkpoints"]
+        assert mine["blobs"] == up["blobs"]
+        assert mine["writes"] == up["writes"]
+        for n, (checkpoint_id, parent, *_) in enumerate(mine["checkpoints"]):
+            assert checkpoint_id == f"checkpoint-{n}"
+            assert parent == (f"checkpoint-{n - 1}" if n else None)
 
 
 async def test_both_savers_load_the_same_tuples(pool: AsyncConnectionPool[Any]) -> None:
@@ -208,12 +224,14 @@ async def test_both_savers_load_the_same_tuples(pool: AsyncConnectionPool[Any]) 
         latest[thread_id] = by_ours
 
     # Written by upstream and loaded by upstream == written by ours and loaded by ours.
-    (up_thread, up_ids), (our_thread, our_ids) = threads["up"], threads["ours"]
+    up_thread, up_ids = threads["up"]
     up_latest = normalise(latest[up_thread], up_ids)
-    ours_latest = normalise(latest[our_thread], our_ids)
-    assert ours_latest == up_latest
-    channels = {channel for _, channel, _ in ours_latest[4]}
-    assert {"__interrupt__", "note", "messages"} <= channels
+    for name in ("ours", "batched"):
+        our_thread, our_ids = threads[name]
+        ours_latest = normalise(latest[our_thread], our_ids)
+        assert ours_latest == up_latest
+        channels = {channel for _, channel, _ in ours_latest[4]}
+        assert {"__interrupt__", "note", "messages"} <= channels
 
 
 class CountingAsyncio:
@@ -272,3 +290,56 @@ async def test_ours_makes_no_worker_thread_hops(
 async def test_the_service_checkpoints_through_it(settings: Settings) -> None:
     async with build_services(settings) as services:
         assert isinstance(services.runs.graph.checkpointer, PostgresCheckpointer)
+
+
+async def count_round_trips(saver: AsyncPostgresSaver, *, batched: bool) -> int:
+    """Cursors the saver opens (one round trip each) to run the graph to its interrupt."""
+    opened = 0
+    cursor = saver._cursor
+
+    def counting(**kwargs: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        return cursor(**kwargs)
+
+    saver._cursor = counting  # type: ignore[method-assign]
+    await run_to_interrupt(saver, f"count-{uuid.uuid4().hex}", batched=batched)
+    return opened
+
+
+async def test_batched_writes_ride_with_the_checkpoint(pool: AsyncConnectionPool[Any]) -> None:
+    # Plain, 13: two loads, 4 checkpoints, 7 write batches (the input's, greet's,
+    # record's, audit's, and the three special ones: interrupt, resume, interrupt + resume).
+    plain = await count_round_trips(PostgresCheckpointer(pool), batched=False)
+    batched = await count_round_trips(PostgresCheckpointer(pool), batched=True)
+    # Batched, 10: the input's, greet's and record's writes go with the checkpoint after
+    # them; audit's (pending when the interrupt stops the run) when the run's block ends.
+    assert (plain, batched) == (13, 10)
+
+
+async def test_batched_writes_wait_for_the_next_checkpoint_or_the_end(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    saver = PostgresCheckpointer(pool)
+    checkpoint = empty_checkpoint()
+    metadata: Any = {"source": "loop", "step": 0, "parents": {}}
+    thread_id = f"wait-{uuid.uuid4().hex}"
+    saved = await saver.aput(thread_config(thread_id), checkpoint, metadata, {})
+
+    async def stored_writes() -> list[tuple[str, str]]:
+        rows = await fetch(pool, "checkpoint_writes", thread_id)
+        return sorted((r["task_id"], r["channel"]) for r in rows)
+
+    async with saver.writes_with_next_checkpoint():
+        await saver.aput_writes(saved, [("note", "x")], "task-1")
+        assert await stored_writes() == []  # waits for the step's checkpoint
+        await saver.aput_writes(saved, [("__interrupt__", [Interrupt("ok?")])], "task-2")
+        assert await stored_writes() == [("task-2", "__interrupt__")]  # special: at once
+        following = {**empty_checkpoint(), "id": str(uuid.uuid4())}
+        await saver.aput(saved, following, {**metadata, "step": 1}, {})
+        assert await stored_writes() == [("task-1", "note"), ("task-2", "__interrupt__")]
+        await saver.aput_writes(saved, [("note", "y")], "task-3")
+    # The block ended with a write and no checkpoint after it (a run stopped mid-step).
+    assert ("task-3", "note") in await stored_writes()
+    await saver.aput_writes(saved, [("note", "z")], "task-4")  # outside a block: at once
+    assert ("task-4", "note") in await stored_writes()
