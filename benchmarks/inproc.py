@@ -13,7 +13,6 @@ checkpointer, runs each turn with the step's writes batched as the service does.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 import uuid
@@ -38,6 +37,7 @@ from app.db.pool import open_pool
 from app.gc_tuning import tune_for_serving
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
+from benchmarks import eventloop
 from benchmarks.loadgen import Pair, customers, question, read_pairs
 
 
@@ -161,7 +161,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    result = asyncio.run(run(args, read_pairs(args.pairs)))
+    result = eventloop.run(run(args, read_pairs(args.pairs)))
     Path(args.out).write_text(json.dumps(result))
 
 

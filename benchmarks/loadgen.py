@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import eventloop
 from benchmarks.client import OurClient, PeerClient, TurnResult, http_client
 
 Pair = tuple[str, str]  # (user_id, order_id)
@@ -252,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     pairs = read_pairs(args.pairs)
     runner = run_load if args.mode == "load" else run_long
-    result = asyncio.run(runner(args, pairs))
+    result = eventloop.run(runner(args, pairs))
     result["cpu_s"] = time.process_time()
     Path(args.out).write_text(json.dumps(result))
 

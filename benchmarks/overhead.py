@@ -11,13 +11,13 @@ three see the same machine load.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import eventloop
 from benchmarks.client import OurClient, http_client
 from benchmarks.inproc import open_in_process
 from benchmarks.loadgen import Pair, question, read_pairs
@@ -63,7 +63,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    result = asyncio.run(run(args, read_pairs(args.pairs)))
+    result = eventloop.run(run(args, read_pairs(args.pairs)))
     Path(args.out).write_text(json.dumps(result))
 
 

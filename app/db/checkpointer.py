@@ -11,7 +11,9 @@ Within `writes_with_next_checkpoint()` (a run of the service), a step's task wri
 stored on their own: they wait for the step's checkpoint and go in its round trip, one
 pipeline instead of two. A step's writes then land with the checkpoint that follows them,
 or (a run that ended between the two: an error, a cancel) when the run ends. Errors and
-interrupts are stored at once, as upstream does.
+interrupts are stored at once, as upstream does. The run's input checkpoint waits too, for
+the checkpoint of the START step, which only routes the input and does no I/O: every
+checkpoint a node starts from is still stored before the node runs.
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ _Batch = tuple[str, list[Any]]
 _deferred: ContextVar[list[_Batch] | None] = ContextVar("deferred_writes", default=None)
 
 
+def _taken(waiting: list[_Batch] | None) -> list[_Batch]:
+    """Everything waiting, leaving the list empty. Taken before the first await, so a write
+    that arrives while they are stored waits for the next round trip."""
+    if not waiting:
+        return []
+    taken = waiting[:]
+    waiting.clear()
+    return taken
+
+
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
     return {
         "configurable": {
@@ -72,24 +84,26 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         blobs = {k: v for k, v in values.items() if k not in inline}
         changed = {k: v for k, v in new_versions.items() if k in blobs}
         stored = {**checkpoint, "channel_values": inline}
+        batches: list[_Batch] = []
+        if changed:
+            blob_rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, changed)
+            batches.append((self.UPSERT_CHECKPOINT_BLOBS_SQL, blob_rows))
+        row = (
+            thread_id,
+            checkpoint_ns,
+            checkpoint["id"],
+            configurable.get("checkpoint_id"),
+            Jsonb(stored),
+            Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+        )
+        batches.append((self.UPSERT_CHECKPOINTS_SQL, [row]))
         waiting = _deferred.get()
-        async with self._cursor(pipeline=True) as cur:
-            if waiting:
-                await self._execute_batches(cur, waiting)
-            if changed:
-                rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, changed)
-                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, rows)
-            await cur.execute(
-                self.UPSERT_CHECKPOINTS_SQL,
-                (
-                    thread_id,
-                    checkpoint_ns,
-                    checkpoint["id"],
-                    configurable.get("checkpoint_id"),
-                    Jsonb(stored),
-                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
-                ),
-            )
+        if waiting is not None and metadata.get("source") == "input":
+            # The run's input, before the START step that only routes it: stored with that
+            # step's checkpoint, which follows without any I/O in between.
+            waiting.extend(batches)
+        else:
+            await self._execute(_taken(waiting) + batches)
         return _config(thread_id, checkpoint_ns, checkpoint["id"])
 
     async def aput_writes(
@@ -115,13 +129,13 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         if waiting is not None and not special:
             waiting.append((query, rows))  # stored with the step's checkpoint
             return
-        async with self._cursor(pipeline=True) as cur:
-            await cur.executemany(query, rows)
+        await self._execute([(query, rows)])
 
     @asynccontextmanager
     async def writes_with_next_checkpoint(self) -> AsyncIterator[None]:
-        """Store each step's task writes in the round trip of the checkpoint that follows.
-        What is still waiting when the block ends (the run stopped mid-step) is stored then."""
+        """Store each step's task writes in the round trip of the checkpoint that follows,
+        and the run's input checkpoint with the first step's. What is still waiting when
+        the block ends (the run stopped mid-step) is stored then."""
         waiting: list[_Batch] = []
         token = _deferred.set(waiting)
         try:
@@ -129,15 +143,13 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         finally:
             _deferred.reset(token)
             if waiting:
-                async with self._cursor(pipeline=True) as cur:
-                    await self._execute_batches(cur, waiting)
+                await self._execute(_taken(waiting))
 
-    @staticmethod
-    async def _execute_batches(cur: Any, waiting: list[_Batch]) -> None:
-        batches = waiting[:]
-        waiting.clear()  # before the first await: a write added meanwhile waits its turn
-        for query, rows in batches:
-            await cur.executemany(query, rows)
+    async def _execute(self, batches: list[_Batch]) -> None:
+        """The batches in order, in one pipeline: one round trip."""
+        async with self._cursor(pipeline=True) as cur:
+            for query, rows in batches:
+                await cur.executemany(query, rows)
 
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         thread_id, checkpoint_ns = value["thread_id"], value["checkpoint_ns"]

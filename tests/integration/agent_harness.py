@@ -1,4 +1,8 @@
-"""A compiled agent graph on the test database, the real tools and the scripted model."""
+"""A compiled agent graph on the test database, the real tools and the scripted model.
+
+The graph checkpoints through the service's `PostgresCheckpointer`, and each run goes
+through `writes_with_next_checkpoint()` as the service runs a turn, so the crash, restart
+and interrupt tests below cover the batched writes too."""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
@@ -17,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.agent.context import AgentContext, Role
 from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.db.transfer import import_dir
 from app.fakellm import ScriptedModelServer
 from app.runs.archive import PgTranscriptArchive
@@ -52,15 +56,19 @@ class Conversation:
 
     async def say(self, text: str) -> dict[str, Any]:
         message = HumanMessage(content=text, id=str(uuid.uuid4()))
-        return await self.graph.ainvoke(
-            {"incoming": message}, self.config, context=self.context, durability="sync"
-        )
+        return await self._run({"incoming": message})
 
     async def resume(self, decision: str | None = None) -> dict[str, Any]:
-        payload = None if decision is None else Command(resume={"decision": decision})
-        return await self.graph.ainvoke(
-            payload, self.config, context=self.context, durability="sync"
-        )
+        return await self._run(None if decision is None else Command(resume={"decision": decision}))
+
+    async def _run(self, graph_input: Any) -> dict[str, Any]:
+        saver = self.graph.checkpointer
+        assert isinstance(saver, PostgresCheckpointer)
+        async with saver.writes_with_next_checkpoint():
+            result: dict[str, Any] = await self.graph.ainvoke(
+                graph_input, self.config, context=self.context, durability="sync"
+            )
+            return result
 
     async def state(self) -> Any:
         return await self.graph.aget_state(self.config)
@@ -78,7 +86,7 @@ def make_graph(
         model=chat_model(server, streaming=True),
         read_tools=[*tools.read, *(extra_read_tools or [])],
         write_tools=tools.write,
-        checkpointer=AsyncPostgresSaver(pool),
+        checkpointer=PostgresCheckpointer(pool),
         settings=settings,
         ledger=PostgresWriteLedger(pool),
         store=AsyncPostgresStore(pool),
