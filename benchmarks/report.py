@@ -229,7 +229,7 @@ def _section_load(r: dict[str, Any]) -> list[str]:
         "Simulated customers each hold their own thread and conversations of 3 order-lookup turns",
         "(model -> tool -> model), back to back, until the run's turns are done (at least 6 per",
         "customer, and 400 per run). The load generator is a separate process"
-        " (`benchmarks/loadgen.py`: asyncio streams, HTTP/1.1 keep-alive and its own SSE"
+        " (`benchmarks/loadgen.py`: asyncio streams on uvloop, HTTP/1.1 keep-alive and its own SSE"
         " parser, to take little CPU from the services on the same cores)",
         "that reads every stream to its end; ours and the peer run alternately (A/B, then B/A).",
         "TTFT is the time to the first answer token. *turns/s* and *server CPU* are median /"
@@ -422,7 +422,8 @@ def _section_ceilings(r: dict[str, Any]) -> list[str]:
             " same tools, ChatOpenAI, the same",
             f"model server) run in-process with `InMemorySaver`, {a['customers']} concurrent"
             f" customers split over {n} process(es), `astream`",
-            "with the service's stream modes, on the same machine: "
+            "with the service's stream modes, on the service's event loop (uvloop) and"
+            " garbage-collector settings, on the same machine: "
             f"**{fmt_pair(c['tps'])} turns/s** (turn p50 {fmt(c['lat50'], 0)} ms,"
             f" p95 {fmt(c['lat95'], 0)} ms; process CPU {fmt_pair(c['cpu'])} ms/turn).",
         ]
