@@ -3,8 +3,9 @@
     python -m benchmarks.inproc --checkpointer postgres|memory --customers N --total-turns N
 
 The graph is built exactly as the service builds it (app.agent.graph.build_graph with
-build_tools, the write ledger and ChatOpenAI against the same model server); only the
-checkpointer differs with `--checkpointer memory` (InMemorySaver: LangGraph's own cost).
+build_tools, the write ledger, the preferences store and ChatOpenAI against the same model
+server); only the checkpointer differs with `--checkpointer memory` (InMemorySaver:
+LangGraph's own cost).
 The process gets the service's garbage-collector settings and, with the Postgres
 checkpointer, runs each turn with the step's writes batched as the service does.
 `--stream` runs `astream` with the service's stream modes instead of `ainvoke`.
@@ -25,6 +26,7 @@ from typing import Any
 import httpx2
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from app.agent.context import AgentContext
@@ -115,6 +117,7 @@ async def open_in_process(database_url: str, model_url: str, checkpointer: str) 
         checkpointer=saver,
         settings=settings,
         ledger=PostgresWriteLedger(pool),
+        store=AsyncPostgresStore(pool),  # the agent reads remembered preferences, as served
         archive=PgTranscriptArchive(pool),  # long threads fold into a summary, as served
     )
     tune_for_serving(settings.gc_gen0_threshold)  # the service's collector settings too
