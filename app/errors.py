@@ -75,7 +75,11 @@ STATUS_CODES = {
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
-    async def _app_error(_: Request, exc: AppError) -> JSONResponse:
+    async def _app_error(request: Request, exc: AppError) -> JSONResponse:
+        if isinstance(exc, ThreadBusy):  # counted here: posts, resumes, rewinds and deletes
+            services = getattr(request.app.state, "services", None)
+            if services is not None:
+                services.metrics.add("cs_agent_thread_busy_total")
         return JSONResponse(
             error_body(exc.code, exc.message), status_code=exc.status_code, headers=exc.headers
         )

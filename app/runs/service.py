@@ -95,7 +95,7 @@ class RunService:
         """Start a turn. Returns the live run, or the recorded result of a retried message."""
         if not await self.locks.try_acquire(thread_id):
             # A retried message whose run is still going lands here too: busy either way.
-            raise self._busy()
+            raise ThreadBusy()
         run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
         try:
             started, run.start_checkpoint_id = await self.repo.open_run(
@@ -116,7 +116,7 @@ class RunService:
         self, principal: Principal, thread_id: str, session_id: str, decision: str
     ) -> Run:
         if not await self.locks.try_acquire(thread_id):
-            raise self._busy()
+            raise ThreadBusy()
         try:
             snapshot = await self.graph.aget_state(self.config(thread_id))
             if not snapshot.interrupts:
@@ -133,13 +133,10 @@ class RunService:
         self._launch(run, principal, Command(resume={"decision": decision}), title=None)
         return run
 
-    def _busy(self) -> ThreadBusy:
-        self.metrics.add("cs_agent_thread_busy_total")
-        return ThreadBusy()
 
     def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
         if earlier is None or earlier["status"] == "running" or earlier["result"] is None:
-            raise self._busy()
+            raise ThreadBusy()
         result: dict[str, Any] = earlier["result"]
         return result
 

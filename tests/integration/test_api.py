@@ -657,3 +657,35 @@ class TestMetrics:
         assert value(after, oks) == value(before, oks) + 1
         assert value(after, tokens) > value(before, tokens)
         assert "# TYPE cs_agent_runs_total counter" in after
+
+    async def test_busy_refusals_are_counted_for_every_kind_of_request(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        def busy(text: str) -> float:
+            series = "cs_agent_thread_busy_total "
+            line = next((ln for ln in text.splitlines() if ln.startswith(series)), None)
+            return float(line.split()[-1]) if line else 0.0
+
+        model_server.use(
+            Script(
+                [Reply.say("a slow answer " * 10, latency=Latency(ttft_ms=300, tokens_per_s=60))]
+            )
+        )
+        h = server.headers(NOAH)
+        before = (await client.get("/metrics")).text
+
+        async def refused() -> list[httpx.Response]:
+            await asyncio.sleep(0.15)
+            return [
+                await client.post("/threads/mb/messages", json={"content": "again"}, headers=h),
+                await client.post("/threads/mb/rewind", json={"checkpoint_id": "x"}, headers=h),
+                await client.delete("/threads/mb", headers=h),
+            ]
+
+        events, responses = await asyncio.gather(
+            stream(client, "/threads/mb/messages", {"content": "hi"}, h), refused()
+        )
+        assert events[-1][2]["status"] == "completed"
+        assert [r.json()["error"]["code"] for r in responses] == ["thread_busy"] * 3
+        after = (await client.get("/metrics")).text
+        assert busy(after) == busy(before) + 3  # the post, the rewind and the delete
