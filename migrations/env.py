@@ -7,6 +7,8 @@ import time
 from alembic import context
 from sqlalchemy import create_engine, text
 
+from app.db.migrate import LOCK_POLL_S, LOCK_POLLS
+
 # Any constant works; it only has to be the same for every replica.
 MIGRATION_LOCK_KEY = 727_001
 
@@ -20,12 +22,17 @@ with engine.connect() as connection:
     # starting at once apply migrations one after the other instead of racing. Polled rather
     # than waited on: a session blocked inside pg_advisory_lock holds a snapshot, and the
     # checkpointer's CREATE INDEX CONCURRENTLY in another replica would wait for it forever.
-    while not connection.execute(
-        text("SELECT pg_try_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
-    ).scalar():
+    # Given up after as long as the checkpointer's setup lock is waited for (five minutes).
+    for _ in range(LOCK_POLLS):
+        got = connection.execute(
+            text("SELECT pg_try_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
+        ).scalar()
         connection.commit()
-        time.sleep(0.2)
-    connection.commit()
+        if got:
+            break
+        time.sleep(LOCK_POLL_S)
+    else:
+        raise TimeoutError("another replica has held the migration lock for too long")
     try:
         context.configure(connection=connection, transactional_ddl=True)
         with context.begin_transaction():

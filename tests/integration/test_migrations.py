@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from app.db.migrate import current_revision, head_revision, migrate
+import psycopg
+import pytest
+
+import app.db.migrate
+from app.db.migrate import current_revision, head_revision, migrate, upgrade_domain
 
 
 class TestMigrations:
@@ -37,3 +41,14 @@ class TestConcurrentMigrate:
             assert current_revision(url) == head_revision()
         finally:
             drop_database(admin, url)
+
+    def test_a_lock_held_too_long_fails_with_a_clear_error(
+        self, database_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A replica stuck holding the migration lock makes the others give up, not hang."""
+        monkeypatch.setattr(app.db.migrate, "LOCK_POLLS", 3)  # 0.6 s instead of 5 minutes
+        with psycopg.connect(database_url, autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(727001)")  # migrations/env.py's key
+            with pytest.raises(TimeoutError, match="migration lock"):
+                upgrade_domain(database_url)
+        upgrade_domain(database_url)  # released with the holder's session: goes through
