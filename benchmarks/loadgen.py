@@ -145,14 +145,17 @@ async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
 
     levels = [int(x) for x in args.levels.split(",")]
     per_level = args.threads_per_level
-    if len(pairs) < per_level * len(levels):
-        raise SystemExit("not enough customers for distinct threads")
+    if len(pairs) < per_level:
+        raise SystemExit("not enough customers for the threads of a level")
     client = make_client("ours", args.url, per_level * len(levels), args.secret)
+    # Paired: customer k has one thread at every level and asks about the same order in
+    # each, so the levels differ in their history only, not in whose order (and how large
+    # a tool result) they look up.
     threads: dict[int, list[tuple[str, str, str]]] = {}
-    for li, level in enumerate(levels):
+    for level in levels:
         threads[level] = []
         for k in range(per_level):
-            user_id, order_id = pairs[li * per_level + k]
+            user_id, order_id = pairs[k]
             threads[level].append((user_id, order_id, f"{args.tag}-L{level}-{k}"))
 
     gate = asyncio.Semaphore(args.build_concurrency)

@@ -297,8 +297,9 @@ def _section_long(r: dict[str, Any]) -> list[str]:
         " is measured on",
         "each thread, one at a time, the levels taking turns (4, 40, 400, 4, ...) so that a"
         " change in",
-        "machine speed during the run touches every level alike. Instant model. *Checkpoint"
-        " bytes* is the sum of `octet_length`",
+        "machine speed during the run touches every level alike. The levels are paired: each"
+        " customer has one thread at every level and asks about the same order in each."
+        " Instant model. *Checkpoint bytes* is the sum of `octet_length`",
         "over the rows the turn added to `checkpoints` (checkpoint + metadata as text),"
         " `checkpoint_blobs`",
         "and `checkpoint_writes` (blob), per turn. *Input tokens* is the `done` event's",
