@@ -133,7 +133,6 @@ class RunService:
         self._launch(run, principal, Command(resume={"decision": decision}), title=None)
         return run
 
-
     def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
         if earlier is None or earlier["status"] == "running" or earlier["result"] is None:
             raise ThreadBusy()
