@@ -18,7 +18,6 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from app.agent.graph import Graph, build_graph, run_config
 from app.agent.llm import build_chat_model, model_http_client
 from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
-from app.db.checkpointer import PostgresCheckpointer
+from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.pool import open_pool
 from app.gc_tuning import tune_for_serving
 from app.runs.archive import PgTranscriptArchive
@@ -63,15 +62,8 @@ class InProcess:
         t0 = time.perf_counter()
         ttft: float | None = None
         error: str | None = None
-        saver = self.graph.checkpointer
-        # as the service runs a turn: each step's writes go with its checkpoint
-        batching = (
-            saver.writes_with_next_checkpoint()
-            if isinstance(saver, PostgresCheckpointer)
-            else nullcontext()
-        )
         try:
-            async with batching:
+            async with run_batching(self.graph.checkpointer):  # as the service runs a turn
                 if stream:
                     async for mode, chunk in self.graph.astream(
                         {"incoming": message},

@@ -19,7 +19,7 @@ checkpoint a node starts from is still stored before the node runs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, cast
 
@@ -171,3 +171,11 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             _config(thread_id, checkpoint_ns, parent) if parent else None,
             self._load_writes(value["pending_writes"]),
         )
+
+
+def run_batching(saver: object) -> AbstractAsyncContextManager[None]:
+    """The block one run of a graph goes in: `writes_with_next_checkpoint()` when the graph
+    checkpoints through `PostgresCheckpointer`, nothing otherwise."""
+    if isinstance(saver, PostgresCheckpointer):
+        return saver.writes_with_next_checkpoint()
+    return nullcontext()

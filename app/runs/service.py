@@ -11,7 +11,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +24,7 @@ from app.agent.context import AgentContext
 from app.agent.graph import Graph, run_config
 from app.api.auth import Principal
 from app.config import Settings
-from app.db.checkpointer import PostgresCheckpointer
+from app.db.checkpointer import run_batching
 from app.errors import Conflict, ThreadBusy
 from app.metrics import Metrics
 from app.runs.events import Event, TurnRecorder
@@ -169,7 +168,8 @@ class RunService:
                     },
                 )
             )
-            async with self._batching():
+            # each step's writes go in the round trip of its checkpoint (one, not two)
+            async with run_batching(self.graph.checkpointer):
                 async for mode, chunk in self.graph.astream(
                     graph_input,
                     config,
@@ -225,14 +225,6 @@ class RunService:
             )
             await run.queue.put(None)
             run.finished.set()
-
-    def _batching(self) -> AbstractAsyncContextManager[None]:
-        """Each step's task writes go in the round trip of its checkpoint (one instead of
-        two a step); the checkpoint is still stored before the next step runs."""
-        saver = self.graph.checkpointer
-        if isinstance(saver, PostgresCheckpointer):
-            return saver.writes_with_next_checkpoint()
-        return nullcontext()
 
     def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
         m = self.metrics

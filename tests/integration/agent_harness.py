@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.agent.context import AgentContext, Role
 from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
-from app.db.checkpointer import PostgresCheckpointer
+from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.transfer import import_dir
 from app.fakellm import ScriptedModelServer
 from app.runs.archive import PgTranscriptArchive
@@ -62,9 +62,8 @@ class Conversation:
         return await self._run(None if decision is None else Command(resume={"decision": decision}))
 
     async def _run(self, graph_input: Any) -> dict[str, Any]:
-        saver = self.graph.checkpointer
-        assert isinstance(saver, PostgresCheckpointer)
-        async with saver.writes_with_next_checkpoint():
+        assert isinstance(self.graph.checkpointer, PostgresCheckpointer)
+        async with run_batching(self.graph.checkpointer):
             result: dict[str, Any] = await self.graph.ainvoke(
                 graph_input, self.config, context=self.context, durability="sync"
             )

@@ -16,6 +16,7 @@ from httpx_sse import aconnect_sse
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
@@ -256,6 +257,33 @@ class TestOneWriterPerThread:
         history = (await client.get("/threads/busy/history?limit=100", headers=h)).json()["items"]
         for newer, older in itertools.pairwise(history):
             assert newer["parent_checkpoint_id"] == older["checkpoint_id"]
+
+
+class TestCheckpointRoundTrips:
+    async def test_a_turn_stores_each_step_in_one_round_trip(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """agent -> tools -> agent: 4 checkpoints (the input's rides with the START step's)
+        and the writes of each step with its checkpoint. Unbatched it is 9 round trips."""
+        trips = []
+        execute = PostgresCheckpointer._execute
+
+        async def counted(self: PostgresCheckpointer, batches: list[Any]) -> None:
+            trips.append(len(batches))
+            await execute(self, batches)
+
+        monkeypatch.setattr(PostgresCheckpointer, "_execute", counted)
+        model_server.use(
+            Script([Reply.call("get_order_details", order_id=PENDING_ORDER), Reply.say("Ok.")])
+        )
+        h = server.headers(NOAH)
+        events = await stream(client, "/threads/trips/messages", {"content": "status?"}, h)
+        assert events[-1][2]["status"] == "completed"
+        assert len(trips) == 4, trips
 
 
 class TestRewind:
