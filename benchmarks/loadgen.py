@@ -21,6 +21,7 @@ from benchmarks import eventloop
 from benchmarks.client import OurClient, PeerClient, TurnResult, http_client
 
 Pair = tuple[str, str]  # (user_id, order_id)
+Triple = tuple[str, str, str]  # (user_id, order_id, another order of the same customer)
 TEXTS = (
     "Hi, where is my order {order}?",
     "Could you check order {order} again for me?",
@@ -139,29 +140,53 @@ async def thread_bytes(conn: Any, thread_id: str) -> dict[str, int]:
     return {k: int(v) for k, v in (await cur.fetchone()).items()}
 
 
+SECOND_ORDER_SQL = """
+SELECT id FROM orders WHERE customer_id = %s AND id <> %s ORDER BY id LIMIT 1
+"""
+
+
+async def measured_pairs(conn: Any, pairs: Sequence[Pair], count: int) -> list[Triple]:
+    """(customer, the order their history asks about, another order of theirs) for the first
+    `count` customers with two orders. The measured turn asks about the other order: a
+    lookup no earlier turn made, so no level is served from the conversation's tool cache.
+    (Asked about the history's order, the 4-message level would be a cache hit and the 40-
+    and 400-message levels misses: an entry ages out after 5 turns, and turns 11 and 101
+    fall on an expiry. That compared a turn without a tool query to turns with one.)"""
+    found: list[Triple] = []
+    for user_id, order_id in pairs:
+        cur = await conn.execute(SECOND_ORDER_SQL, (user_id, order_id))
+        row = await cur.fetchone()
+        if row is not None:
+            found.append((user_id, order_id, row["id"]))
+        if len(found) == count:
+            return found
+    raise SystemExit("not enough customers with two orders for the threads of a level")
+
+
 async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str, Any]:
     import psycopg
     from psycopg.rows import dict_row
 
     levels = [int(x) for x in args.levels.split(",")]
     per_level = args.threads_per_level
-    if len(pairs) < per_level:
-        raise SystemExit("not enough customers for the threads of a level")
+    conn = await psycopg.AsyncConnection.connect(
+        args.database_url, autocommit=True, row_factory=dict_row
+    )
+    chosen = await measured_pairs(conn, pairs, per_level)
     client = make_client("ours", args.url, per_level * len(levels), args.secret)
-    # Paired: customer k has one thread at every level and asks about the same order in
-    # each, so the levels differ in their history only, not in whose order (and how large
-    # a tool result) they look up.
-    threads: dict[int, list[tuple[str, str, str]]] = {}
+    # Paired: customer k has one thread at every level, built from the same questions about
+    # the same order, and the measured turns ask the same question in each, so the levels
+    # differ in their history's length only.
+    threads: dict[int, list[tuple[str, str, str, str]]] = {}
     for level in levels:
         threads[level] = []
-        for k in range(per_level):
-            user_id, order_id = pairs[k]
-            threads[level].append((user_id, order_id, f"{args.tag}-L{level}-{k}"))
+        for k, (user_id, order_id, other_order) in enumerate(chosen):
+            threads[level].append((user_id, order_id, other_order, f"{args.tag}-L{level}-{k}"))
 
     gate = asyncio.Semaphore(args.build_concurrency)
     build_errors = 0
 
-    async def build(level: int, user_id: str, order_id: str, session: str) -> None:
+    async def build(level: int, user_id: str, order_id: str, _: str, session: str) -> None:
         nonlocal build_errors
         async with gate:
             for turn in range(level // 4):  # an order-lookup turn adds 4 messages
@@ -172,14 +197,11 @@ async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
     await asyncio.gather(*(build(level, *t) for level, ts in threads.items() for t in ts))
     build_s = time.time() - t0
 
-    conn = await psycopg.AsyncConnection.connect(
-        args.database_url, autocommit=True, row_factory=dict_row
-    )
     measured: dict[str, Any] = {}
     async with conn:
         history: dict[str, int] = {}
         for ts in threads.values():
-            for user_id, _, session in ts:
+            for user_id, _, _, session in ts:
                 cur = await conn.execute(
                     "SELECT message_count FROM threads WHERE thread_id = %s",
                     (f"{user_id}:{session}",),
@@ -191,11 +213,11 @@ async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
         turns: dict[int, list[dict[str, Any]]] = {level: [] for level in threads}
         for i in range(per_level):
             for level, ts in threads.items():
-                user_id, order_id, session = ts[i]
+                user_id, _, other_order, session = ts[i]
                 thread_id = f"{user_id}:{session}"
                 before = await thread_bytes(conn, thread_id)
                 result: TurnResult = await client.turn(
-                    user_id, session, question(level // 4, order_id)
+                    user_id, session, question(level // 4, other_order)
                 )
                 after = await thread_bytes(conn, thread_id)
                 row = result.as_dict()
@@ -208,8 +230,9 @@ async def run_long(args: argparse.Namespace, pairs: Sequence[Pair]) -> dict[str,
         for level, ts in threads.items():
             delta = None
             if previous is not None:
-                for user_id, order_id, session in ts:
-                    await client.turn(user_id, session, question(level // 4 + 1, order_id))
+                # the other order again: a cache hit at every level
+                for user_id, _, other_order, session in ts:
+                    await client.turn(user_id, session, question(level // 4 + 1, other_order))
                 current = await read_stats(conn)
                 delta = stats_delta(previous, current)
                 delta["own_statements"] = 2  # the previous read's two statements
