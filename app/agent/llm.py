@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx2
 import openai
+import orjson
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
@@ -40,14 +41,30 @@ class ChatCompletionsAsDicts:
         if not _OPTION_ARGS.isdisjoint(body):
             return await self._typed.create(**body)
         stream = bool(body.get("stream"))
+        content = encoded(body)
         return await self._client.post(
             "/chat/completions",
-            body=body,
+            body=body if content is None else None,
+            content=content,
             options=_REQUEST_OPTIONS,
             cast_to=object,
             stream=stream,
             stream_cls=openai.AsyncStream[object],
         )
+
+
+def encoded(body: dict[str, Any]) -> bytes | None:
+    """The request body as JSON bytes, which the SDK sends as they are.
+
+    The SDK encodes a dict body with the standard library's `json` on every call; most of a
+    request is the ~16 kB of tool schemas, and that took ~0.2 ms a call under load, where
+    orjson takes a tenth. None for a body orjson cannot encode (a pydantic model in it, a
+    non-string key): the SDK encodes that one its own way.
+    """
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return None
 
 
 def model_http_client(settings: Settings) -> httpx2.AsyncClient:

@@ -31,13 +31,14 @@ from langchain_core.messages import (
 from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
+from openai._utils._json import openapi_dumps
 from openai._utils._transform import PropertyInfo, async_transform
 from openai.types.chat import completion_create_params
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field, SecretStr
 from typing_extensions import TypedDict
 
-from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, model_http_client
+from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, encoded, model_http_client
 from app.config import Settings
 from app.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer, ToolCall
 from app.tools.registry import build_tools
@@ -271,6 +272,33 @@ class TestTransformIsTheIdentity:
             max_tokens: Annotated[int, PropertyInfo(alias="maxTokens")]
 
         assert await async_transform({"max_tokens": 5}, Aliased) == {"maxTokens": 5}
+
+
+class TestEncodedBody:
+    """`ChatCompletionsAsDicts` hands the SDK the body already encoded (orjson); the SDK
+    sends bytes as they are. They must decode to what the SDK's own encoder would send."""
+
+    @pytest.mark.parametrize("stream", [True, False])
+    async def test_the_bytes_say_what_the_sdk_would_have_sent(
+        self, settings: Settings, stream: bool
+    ) -> None:
+        model = build_chat_model(settings)
+        bound = model.bind_tools(service_tools(), tool_choice="auto")
+        payload = model._get_request_payload(conversation(), stream=stream, **bound_kwargs(bound))
+
+        body = encoded(payload)
+
+        assert isinstance(body, bytes)
+        assert json.loads(body) == json.loads(openapi_dumps(payload))
+        assert "谢谢! Émoji 🙂".encode() in body  # UTF-8, not \u escapes, as the SDK sends
+
+    def test_a_body_orjson_cannot_encode_is_left_to_the_sdk(self) -> None:
+        with_model = {"model": "m", "metadata": Address(street="s", city="c", zip="12345")}
+        with_int_key = {"model": "m", "logit_bias": {50256: -100}}
+
+        assert encoded(with_model) is None
+        assert encoded(with_int_key) is None
+        assert json.loads(openapi_dumps(with_int_key))["logit_bias"] == {"50256": -100}
 
 
 def order_and_shipping_calls(text: str = "Checking both.") -> Reply:
