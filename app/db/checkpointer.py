@@ -7,13 +7,19 @@ each step's writes, the load at the start), and running them inline gave 13-16% 
 under load (benchmarks/FINDINGS.md). The SQL, the rows and the loaded tuples are upstream's:
 a test writes the same checkpoints through both savers and compares the tables.
 
-Within `writes_with_next_checkpoint()` (a run of the service), a step's task writes are not
-stored on their own: they wait for the step's checkpoint and go in its round trip, one
-pipeline instead of two. A step's writes then land with the checkpoint that follows them,
-or (a run that ended between the two: an error, a cancel) when the run ends. Errors and
-interrupts are stored at once, as upstream does. The run's input checkpoint waits too, for
-the checkpoint of the START step, which only routes the input and does no I/O: every
-checkpoint a node starts from is still stored before the node runs.
+Within `held_until_needed()` (a run of the service) nothing is stored step by step. A
+step's checkpoint and its task writes wait, in order, and all that has waited goes in one
+pipeline, one round trip, when one of these comes first:
+- a write tool is about to change the shop (`store_held()`, called by `execute_write`): the
+  checkpoint that holds its tool call is durable before the write commits, so a crash after
+  the commit resumes at that call and replays the recorded outcome instead of writing again;
+- an error or an interrupt is written (stored at once, as upstream does);
+- the run ends, before its outcome is recorded and before `done` reaches the client.
+A read-only turn so stores its five checkpoints (input, START, agent, tools, agent) in one
+round trip instead of four. Every step is still stored, so history and rewind see them all.
+The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
+message among them, and the thread continues from the last stored step (the turn before,
+or the last write's call). Nothing the shop did is lost: every effect waits for its call.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -39,20 +46,32 @@ from psycopg.types.json import Jsonb
 
 _INLINE_TYPES = (str, int, float, bool)
 
-# (query, rows) batches waiting for the next checkpoint of the run that set the list. The
-# graph's background tasks copy the run's context, so they all append to the same list.
-_Batch = tuple[str, list[Any]]
-_deferred: ContextVar[list[_Batch] | None] = ContextVar("deferred_writes", default=None)
+_Batch = tuple[str, list[Any]]  # (query, rows)
 
 
-def _taken(waiting: list[_Batch] | None) -> list[_Batch]:
-    """Everything waiting, leaving the list empty. Taken before the first await, so a write
-    that arrives while they are stored waits for the next round trip."""
-    if not waiting:
-        return []
-    taken = waiting[:]
-    waiting.clear()
-    return taken
+@dataclass
+class _Held:
+    """What a run's checkpointer holds back, in order. The graph's tasks copy the run's
+    context, so every step of the run appends to the same list."""
+
+    saver: PostgresCheckpointer
+    batches: list[_Batch] = field(default_factory=list)
+
+    def taken(self) -> list[_Batch]:
+        """Everything held, leaving the list empty. Taken before the first await, so rows
+        that arrive while these are stored wait for the next round trip."""
+        taken, self.batches = self.batches, []
+        return taken
+
+
+_held: ContextVar[_Held | None] = ContextVar("held_checkpoint_rows", default=None)
+
+
+async def store_held() -> None:
+    """Store what the current run's checkpointer holds back, now; nothing outside a run."""
+    held = _held.get()
+    if held is not None and held.batches:
+        await held.saver._execute(held.taken())
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -75,6 +94,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
     ) -> RunnableConfig:
         values = checkpoint["channel_values"]
         if any(isinstance(v, _DeltaSnapshot) for v in values.values()):
+            await store_held()  # upstream's path stores at once: keep the order
             return await super().aput(config, checkpoint, metadata, new_versions)
         configurable = config["configurable"]
         thread_id: str = configurable["thread_id"]
@@ -97,13 +117,11 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
         )
         batches.append((self.UPSERT_CHECKPOINTS_SQL, [row]))
-        waiting = _deferred.get()
-        if waiting is not None and metadata.get("source") == "input":
-            # The run's input, before the START step that only routes it: stored with that
-            # step's checkpoint, which follows without any I/O in between.
-            waiting.extend(batches)
+        held = _held.get()
+        if held is not None:
+            held.batches += batches
         else:
-            await self._execute(_taken(waiting) + batches)
+            await self._execute(batches)
         return _config(thread_id, checkpoint_ns, checkpoint["id"])
 
     async def aput_writes(
@@ -125,25 +143,26 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             task_path,
             writes,
         )
-        waiting = _deferred.get()
-        if waiting is not None and not special:
-            waiting.append((query, rows))  # stored with the step's checkpoint
-            return
-        await self._execute([(query, rows)])
+        held = _held.get()
+        if held is None:
+            await self._execute([(query, rows)])
+        elif special:  # an error or an interrupt: stored now, with everything before it
+            await self._execute([*held.taken(), (query, rows)])
+        else:
+            held.batches.append((query, rows))
 
     @asynccontextmanager
-    async def writes_with_next_checkpoint(self) -> AsyncIterator[None]:
-        """Store each step's task writes in the round trip of the checkpoint that follows,
-        and the run's input checkpoint with the first step's. What is still waiting when
-        the block ends (the run stopped mid-step) is stored then."""
-        waiting: list[_Batch] = []
-        token = _deferred.set(waiting)
+    async def held_until_needed(self) -> AsyncIterator[None]:
+        """Hold the block's checkpoints and writes back until a write needs them stored, an
+        error or interrupt is written, or the block ends (see the module's docstring)."""
+        held = _Held(self)
+        token = _held.set(held)
         try:
             yield
         finally:
-            _deferred.reset(token)
-            if waiting:
-                await self._execute(_taken(waiting))
+            _held.reset(token)
+            if held.batches:
+                await self._execute(held.taken())
 
     async def _execute(self, batches: list[_Batch]) -> None:
         """The batches in order, in one pipeline: one round trip."""
@@ -174,8 +193,8 @@ class PostgresCheckpointer(AsyncPostgresSaver):
 
 
 def run_batching(saver: object) -> AbstractAsyncContextManager[None]:
-    """The block one run of a graph goes in: `writes_with_next_checkpoint()` when the graph
+    """The block one run of a graph goes in: `held_until_needed()` when the graph
     checkpoints through `PostgresCheckpointer`, nothing otherwise."""
     if isinstance(saver, PostgresCheckpointer):
-        return saver.writes_with_next_checkpoint()
+        return saver.held_until_needed()
     return nullcontext()

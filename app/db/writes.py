@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.checkpointer import store_held
 from app.domain.errors import RuleViolation
 
 log = structlog.get_logger(__name__)
@@ -45,6 +46,9 @@ async def execute_write(
     """Run `action` once per key. A RuleViolation is recorded as an `Error:` outcome and
     rolls the action back; any other failure records nothing and returns a generic error."""
     record = _Record(idempotency_key, thread_id, actor, customer_id, tool_name, arguments)
+    # The run's checkpoints wait for a reason to be stored; this is one. The one holding this
+    # write's tool call must be durable before the effect commits (app/db/checkpointer.py).
+    await store_held()
     try:
         async with pool.connection() as conn, conn.transaction():
             await conn.execute(

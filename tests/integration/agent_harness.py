@@ -1,8 +1,8 @@
 """A compiled agent graph on the test database, the real tools and the scripted model.
 
 The graph checkpoints through the service's `PostgresCheckpointer`, and each run goes
-through `writes_with_next_checkpoint()` as the service runs a turn, so the crash, restart
-and interrupt tests below cover the batched writes too."""
+through `held_until_needed()` as the service runs a turn, so the crash, restart and
+interrupt tests cover the held-back checkpoints too."""
 
 from __future__ import annotations
 

@@ -18,8 +18,10 @@ from app.agent.nodes import BUDGET_SPENT
 from app.agent.repair import INTERRUPTED
 from app.agent.tool_exec import DECLINED, WriteNodes
 from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer
 from app.fakellm import ChatRequest, Reply, Script, ScriptedModelServer, ToolCall
 from app.fakellm.policies import summarise_tool_results
+from app.tools import writing
 from tests.integration.agent_harness import (
     Conversation,
     fetch_all,
@@ -285,6 +287,51 @@ class TestWrites:
         results = tool_messages(values)
         assert len(results) == 1 and results[0].status != "error"
         assert final_text(values) == "Your order is cancelled."
+
+    async def test_the_call_is_stored_before_the_write_commits(
+        self,
+        shop: AsyncConnectionPool[Any],
+        model_server: ScriptedModelServer,
+        settings: Settings,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A run holds its checkpoints back until something needs them stored. Without a
+        confirmation there is no interrupt to store them: the write itself must, or a crash
+        after its commit would leave no call to resume at, and the turn would write again."""
+        unconfirmed = settings_for(settings, write_confirmation="off")
+        conversation = Conversation(make_graph(shop, model_server, unconfirmed), unconfirmed)
+        stored_at_commit: list[Any] = []
+        real_execute_write = writing.execute_write
+
+        async def looking_first(pool: Any, *, action: Any, **kwargs: Any) -> Any:
+            async def look_then_act(conn: Any) -> str:
+                # a saver outside the run sees only what is in the database
+                stored = await PostgresCheckpointer(shop).aget_tuple(conversation.config)
+                stored_at_commit.append(stored)
+                result: str = await action(conn)
+                return result
+
+            return await real_execute_write(pool, action=look_then_act, **kwargs)
+
+        monkeypatch.setattr(writing, "execute_write", looking_first)
+        model_server.use(
+            Script(
+                [
+                    Reply.call(
+                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
+                    ),
+                    Reply.say("Your order is cancelled."),
+                ]
+            )
+        )
+        values = await conversation.say("cancel my order please")
+
+        assert final_text(values) == "Your order is cancelled."
+        (stored,) = stored_at_commit
+        assert stored is not None, "nothing of the turn was stored when the write ran"
+        last = stored.checkpoint["channel_values"]["messages"][-1]
+        assert isinstance(last, AIMessage)
+        assert [c["name"] for c in last.tool_calls] == ["cancel_pending_order"]
 
 
 class TestBreaker:

@@ -260,15 +260,16 @@ class TestOneWriterPerThread:
 
 
 class TestCheckpointRoundTrips:
-    async def test_a_turn_stores_each_step_in_one_round_trip(
+    async def test_a_read_only_turn_stores_its_steps_in_one_round_trip(
         self,
         client: httpx.AsyncClient,
         server: LiveServer,
         model_server: ScriptedModelServer,
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """agent -> tools -> agent: 4 checkpoints (the input's rides with the START step's)
-        and the writes of each step with its checkpoint. Unbatched it is 9 round trips."""
+        """agent -> tools -> agent: 5 checkpoints (input, START, agent, tools, agent) and each
+        step's writes, held back until the run ends (no write asked for them), then stored
+        in one round trip before `done`. Stored step by step it is 9 round trips."""
         trips = []
         execute = PostgresCheckpointer._execute
 
@@ -283,7 +284,11 @@ class TestCheckpointRoundTrips:
         h = server.headers(NOAH)
         events = await stream(client, "/threads/trips/messages", {"content": "status?"}, h)
         assert events[-1][2]["status"] == "completed"
-        assert len(trips) == 4, trips
+        assert len(trips) == 1, trips
+        assert trips[0] >= 10  # the 5 checkpoints' rows and blobs, and the steps' writes
+        history = (await client.get("/threads/trips/history", headers=h)).json()["items"]
+        assert len(history) == 5  # every step of the turn is there to rewind to
+        assert history[0]["checkpoint_id"] == events[-1][2]["checkpoint_id"]
 
 
 class TestRewind:

@@ -27,7 +27,7 @@ from langgraph.types import Command, Interrupt, interrupt
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
-from app.db.checkpointer import PostgresCheckpointer
+from app.db.checkpointer import PostgresCheckpointer, store_held
 from app.lifespan import build_services
 
 
@@ -86,13 +86,13 @@ async def run_to_interrupt(
     saver: AsyncPostgresSaver, thread_id: str, *, batched: bool = False
 ) -> list[str]:
     """Run the graph to `approve`'s second interrupt; return the interrupt ids. `batched`:
-    each run inside `writes_with_next_checkpoint()`, as the service runs a turn."""
+    each run inside `held_until_needed()`, as the service runs a turn."""
     graph, config = build_graph(saver), thread_config(thread_id)
     interrupts = []
     for graph_input in ({"messages": [HumanMessage("hi", id="human-1")]}, Command(resume="10 EUR")):
         if batched:
             assert isinstance(saver, PostgresCheckpointer)
-            async with saver.writes_with_next_checkpoint():
+            async with saver.held_until_needed():
                 result = await graph.ainvoke(graph_input, config)
         else:
             result = await graph.ainvoke(graph_input, config)
@@ -307,22 +307,22 @@ async def count_round_trips(saver: AsyncPostgresSaver, *, batched: bool) -> int:
     return opened
 
 
-async def test_batched_writes_ride_with_the_checkpoint(pool: AsyncConnectionPool[Any]) -> None:
+async def test_held_rows_ride_in_few_round_trips(pool: AsyncConnectionPool[Any]) -> None:
     # Plain, 13: two loads, 4 checkpoints, 7 write batches (the input's, greet's,
     # record's, audit's, and the three special ones: interrupt, resume, interrupt + resume).
     plain = await count_round_trips(PostgresCheckpointer(pool), batched=False)
-    batched = await count_round_trips(PostgresCheckpointer(pool), batched=True)
-    # Batched, 9: the first run's input checkpoint, and the input's, greet's and record's
-    # writes go with the checkpoint after them; audit's (pending when the interrupt stops
-    # the run) when the run's block ends. The resume adds no input checkpoint.
-    assert (plain, batched) == (13, 9)
+    held = await count_round_trips(PostgresCheckpointer(pool), batched=True)
+    # Held, 6. The first run: its load; its 4 checkpoints and the writes before the
+    # interrupt, stored with the interrupt; audit's writes, which land after it, when the
+    # block ends. The resume: its load, then its resume write and the second interrupt,
+    # each stored at once as upstream stores them.
+    assert (plain, held) == (13, 6)
 
 
-async def test_batched_writes_wait_for_the_next_checkpoint_or_the_end(
+async def test_held_rows_wait_for_a_write_an_error_or_interrupt_or_the_end(
     pool: AsyncConnectionPool[Any],
 ) -> None:
     saver = PostgresCheckpointer(pool)
-    checkpoint = empty_checkpoint()
     metadata: Any = {"source": "loop", "step": 0, "parents": {}}
     thread_id = f"wait-{uuid.uuid4().hex}"
 
@@ -333,24 +333,35 @@ async def test_batched_writes_wait_for_the_next_checkpoint_or_the_end(
         rows = await fetch(pool, "checkpoint_writes", thread_id)
         return sorted((r["task_id"], r["channel"]) for r in rows)
 
-    async with saver.writes_with_next_checkpoint():
-        # A run's input checkpoint waits for the next one; any other is stored at once.
-        input_metadata: Any = {"source": "input", "step": -1, "parents": {}}
-        first = await saver.aput(thread_config(thread_id), checkpoint, input_metadata, {})
-        assert await stored_checkpoints() == 0
-        after_start = {**empty_checkpoint(), "id": str(uuid.uuid4())}
-        saved = await saver.aput(first, after_start, metadata, {})
-        assert await stored_checkpoints() == 2
+    def new_checkpoint() -> Any:
+        return {**empty_checkpoint(), "id": str(uuid.uuid4())}
 
+    async with saver.held_until_needed():
+        input_metadata: Any = {"source": "input", "step": -1, "parents": {}}
+        first = await saver.aput(thread_config(thread_id), new_checkpoint(), input_metadata, {})
+        saved = await saver.aput(first, new_checkpoint(), metadata, {})
         await saver.aput_writes(saved, [("note", "x")], "task-1")
-        assert await stored_writes() == []  # waits for the step's checkpoint
+        assert (await stored_checkpoints(), await stored_writes()) == (0, [])
+
+        # an interrupt (or an error) is stored at once, with everything held before it
         await saver.aput_writes(saved, [("__interrupt__", [Interrupt("ok?")])], "task-2")
-        assert await stored_writes() == [("task-2", "__interrupt__")]  # special: at once
-        following = {**empty_checkpoint(), "id": str(uuid.uuid4())}
-        await saver.aput(saved, following, {**metadata, "step": 1}, {})
+        assert await stored_checkpoints() == 2
         assert await stored_writes() == [("task-1", "note"), ("task-2", "__interrupt__")]
+
+        # a write to the shop asks for what is held (execute_write calls store_held)
+        following = await saver.aput(saved, new_checkpoint(), {**metadata, "step": 1}, {})
+        assert await stored_checkpoints() == 2
+        await store_held()
+        assert await stored_checkpoints() == 3
+        await store_held()  # nothing held: no round trip, no error
+
+        await saver.aput(following, new_checkpoint(), {**metadata, "step": 2}, {})
         await saver.aput_writes(saved, [("note", "y")], "task-3")
-    # The block ended with a write and no checkpoint after it (a run stopped mid-step).
+        assert await stored_checkpoints() == 3
+    # the block ended (the run finished, failed or was cancelled): the rest is stored
+    assert await stored_checkpoints() == 4
     assert ("task-3", "note") in await stored_writes()
-    await saver.aput_writes(saved, [("note", "z")], "task-4")  # outside a block: at once
+    # outside a run's block, everything is stored at once, as upstream does
+    await saver.aput_writes(saved, [("note", "z")], "task-4")
     assert ("task-4", "note") in await stored_writes()
+    await store_held()  # outside a block: nothing to do
