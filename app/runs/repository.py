@@ -102,6 +102,29 @@ class RunRepository:
             checkpoint_id = row["checkpoint_id"]
             return bool(row["started"]), str(checkpoint_id) if checkpoint_id else None
 
+    async def retry_abandoned(
+        self, run_id: str, thread_id: str, client_message_id: str
+    ) -> str | None:
+        """Give an abandoned run's client_message_id to a new run `run_id`, recorded as
+        running; returns the checkpoint it starts from. The abandoned run stays on record,
+        failed, without the id."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                """UPDATE runs SET status = 'failed', finished_at = now(),
+                          client_message_id = NULL
+                   WHERE thread_id = %s AND client_message_id = %s AND status = 'running'""",
+                (thread_id, client_message_id),
+            )
+            cur = await conn.execute(
+                f"""INSERT INTO runs (run_id, thread_id, client_message_id, status)
+                    VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running')
+                    RETURNING ({_LATEST_CHECKPOINT}) AS checkpoint_id""",
+                {"run_id": run_id, "thread_id": thread_id, "client_message_id": client_message_id},
+            )
+            row = await cur.fetchone()
+            checkpoint_id = row["checkpoint_id"] if row else None
+            return str(checkpoint_id) if checkpoint_id else None
+
     async def run_for_client_message(
         self, thread_id: str, client_message_id: str
     ) -> dict[str, Any] | None:

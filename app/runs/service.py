@@ -100,10 +100,19 @@ class RunService:
             started, run.start_checkpoint_id = await self.repo.open_run(
                 run.run_id, thread_id, principal.user_id, session_id, client_message_id
             )
-            if not started:  # this client_message_id already has a run: replay its result
+            if not started:  # this client_message_id already has a run
                 earlier = await self.repo.run_for_client_message(thread_id, client_message_id or "")
-                await self.locks.release(thread_id)
-                return self._earlier_result(earlier)
+                if earlier is not None and earlier["status"] == "running":
+                    # Still "running", yet its thread's lock was free: no live run holds it, so
+                    # the process died mid-turn and the retry runs the turn (app/db/checkpointer.py
+                    # says what such a turn left stored).
+                    log.warning("retrying an abandoned run", run_id=earlier["run_id"])
+                    run.start_checkpoint_id = await self.repo.retry_abandoned(
+                        run.run_id, thread_id, client_message_id or ""
+                    )
+                else:  # replay its result
+                    await self.locks.release(thread_id)
+                    return self._earlier_result(earlier)
         except BaseException:
             await self.locks.release(thread_id)
             raise

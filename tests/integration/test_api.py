@@ -230,6 +230,44 @@ class TestJsonMode:
         assert [m["role"] for m in state["messages"]] == ["user", "assistant"]
         assert len(model_server.requests) == 1
 
+    async def test_a_retry_after_the_process_died_mid_turn_runs_the_turn(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        """A run whose process died is still recorded as running, but its thread lock went
+        with the process. Its client_message_id must not answer 409 forever."""
+        async with shop.connection() as conn:  # what a process that died mid-turn leaves
+            await conn.execute(
+                "INSERT INTO runs (run_id, thread_id, client_message_id, status)"
+                " VALUES ('dead-run', %s, 'm-dead', 'running')",
+                (f"{NOAH}:j5",),
+            )
+        model_server.use(hello("answered at last"))
+        h = server.headers(NOAH)
+        body = {"content": "hi", "client_message_id": "m-dead"}
+
+        events = await stream(client, "/threads/j5/messages", body, h)
+        again = (await client.post("/threads/j5/messages", json=body, headers=h)).json()
+
+        assert events[-1][2]["status"] == "completed"
+        assert again["messages"][-1]["content"] == "answered at last"  # now a plain replay
+        assert len(model_server.requests) == 1
+        async with shop.connection() as conn:
+            cur = await conn.execute(
+                "SELECT run_id, client_message_id, status FROM runs"
+                " WHERE thread_id = %s ORDER BY created_at",
+                (f"{NOAH}:j5",),
+            )
+            runs = await cur.fetchall()
+        assert [(r["client_message_id"], r["status"]) for r in runs] == [
+            (None, "failed"),
+            ("m-dead", "completed"),
+        ]
+        assert runs[0]["run_id"] == "dead-run"
+
 
 class TestOneWriterPerThread:
     async def test_second_post_while_running_gets_409_and_history_stays_linear(
