@@ -122,29 +122,36 @@ class ShopRepository:
 
     async def get_order(self, order_id: str, *, for_update: bool = False) -> Order | None:
         lock = " FOR UPDATE" if for_update else ""
-        row = await self._one(
+        # All four are issued before any is read: in pipeline mode (read_snapshot) they go
+        # in one round trip. The server runs them in order, so a FOR UPDATE holds the row
+        # before its items are read, as when they went one by one.
+        order = await self._conn.execute(
             f"SELECT id, customer_id, {_ADDRESS}, status, cancel_reason, return_items,"
             " return_payment_method_id, exchange_items, exchange_new_items,"
             " exchange_payment_method_id, exchange_price_difference"
             f" FROM orders WHERE id = %s{lock}",
             (order_id,),
         )
-        if row is None:
-            return None
-        items = await self._all(
+        item_rows = await self._conn.execute(
             "SELECT product_id, item_id, name, price, options FROM order_items"
             " WHERE order_id = %s ORDER BY position",
             (order_id,),
         )
-        fulfillments = await self._all(
+        fulfillment_rows = await self._conn.execute(
             "SELECT tracking_ids, item_ids FROM fulfillments WHERE order_id = %s ORDER BY position",
             (order_id,),
         )
-        payments = await self._all(
+        payment_rows = await self._conn.execute(
             "SELECT transaction_type, amount, payment_method_id FROM payment_transactions"
             " WHERE order_id = %s ORDER BY position",
             (order_id,),
         )
+        row = await order.fetchone()
+        items = await item_rows.fetchall()
+        fulfillments = await fulfillment_rows.fetchall()
+        payments = await payment_rows.fetchall()
+        if row is None:
+            return None
         return Order(
             id=row["id"],
             customer_id=row["customer_id"],

@@ -1,0 +1,53 @@
+"""`read_snapshot`: the read tools' consistent, read-only view.
+
+It runs in pipeline mode, and `get_order` issues its four SELECTs before reading any, so a
+lookup is 2 round trips instead of 7 (timed in benchmarks/FINDINGS.md); these tests check
+that the batching changed nothing a reader can see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from app.db.repository import ShopRepository
+from app.tools.snapshot import read_snapshot
+from tests import factories as f
+
+ORDER = "#W0000001"
+
+
+@pytest.fixture
+async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
+    await f.seed(
+        db, customers=(f.customer(),), products=(f.bottle(), f.lamp()), orders=(f.order(ORDER),)
+    )
+    return db
+
+
+async def test_a_snapshot_is_read_only_and_repeatable_read(shop: AsyncConnectionPool[Any]) -> None:
+    async with read_snapshot(shop) as conn:
+        cur = await conn.execute(
+            "SELECT current_setting('transaction_isolation') AS iso,"
+            " current_setting('transaction_read_only') AS ro"
+        )
+        assert await cur.fetchone() == {"iso": "repeatable read", "ro": "on"}
+
+
+async def test_an_order_is_read_as_of_one_moment(shop: AsyncConnectionPool[Any]) -> None:
+    async with read_snapshot(shop) as conn:
+        first = await ShopRepository(conn).get_order(ORDER)
+        async with shop.connection() as other:  # a write commits meanwhile
+            await other.execute("DELETE FROM order_items WHERE order_id = %s", (ORDER,))
+        again = await ShopRepository(conn).get_order(ORDER)
+    assert first is not None and first.items
+    assert again == first
+    async with read_snapshot(shop) as conn:
+        after = await ShopRepository(conn).get_order(ORDER)
+    assert after is not None and after.items == ()
+
+
+async def test_a_missing_order_is_none(shop: AsyncConnectionPool[Any]) -> None:
+    async with read_snapshot(shop) as conn:
+        assert await ShopRepository(conn).get_order("#W9999999") is None
