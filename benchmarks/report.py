@@ -298,7 +298,9 @@ def _section_long(r: dict[str, Any]) -> list[str]:
         "each thread, one at a time, the levels taking turns (4, 40, 400, 4, ...) so that a"
         " change in",
         "machine speed during the run touches every level alike. The levels are paired: each"
-        " customer has one thread at every level and asks about the same order in each."
+        " customer has one thread at every level, built from the same questions about the"
+        " same order, and the measured turn asks each about another order of theirs, one no"
+        " earlier turn looked up, so no level is served from the tool cache."
         " Instant model. *Checkpoint bytes* is the sum of `octet_length`",
         "over the rows the turn added to `checkpoints` (checkpoint + metadata as text),"
         " `checkpoint_blobs`",
