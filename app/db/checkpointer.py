@@ -68,10 +68,18 @@ _held: ContextVar[_Held | None] = ContextVar("held_checkpoint_rows", default=Non
 
 
 async def store_held() -> None:
-    """Store what the current run's checkpointer holds back, now; nothing outside a run."""
+    """Store what the current run's checkpointer holds back, now; nothing outside a run.
+    If that fails, the rows are held again, in order, for the next attempt (the statements
+    are upserts), and the error is raised."""
     held = _held.get()
-    if held is not None and held.batches:
-        await held.saver._execute(held.taken())
+    if held is None or not held.batches:
+        return
+    taken = held.taken()
+    try:
+        await held.saver._execute(taken)
+    except BaseException:
+        held.batches[:0] = taken
+        raise
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:

@@ -46,10 +46,11 @@ async def execute_write(
     """Run `action` once per key. A RuleViolation is recorded as an `Error:` outcome and
     rolls the action back; any other failure records nothing and returns a generic error."""
     record = _Record(idempotency_key, thread_id, actor, customer_id, tool_name, arguments)
-    # The run's checkpoints wait for a reason to be stored; this is one. The one holding this
-    # write's tool call must be durable before the effect commits (app/db/checkpointer.py).
-    await store_held()
     try:
+        # The run's checkpoints wait for a reason to be stored; this is one. The one holding
+        # this write's tool call must be durable before the effect commits (if it cannot be
+        # stored, nothing is written: app/db/checkpointer.py).
+        await store_held()
         async with pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (idempotency_key,)

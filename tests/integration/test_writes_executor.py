@@ -1,11 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.checkpointer import PostgresCheckpointer
 from app.db.writes import UNEXPECTED_FAILURE, execute_write, recorded_outcome
 from app.domain.errors import RuleViolation
 from tests import factories as f
@@ -95,6 +99,38 @@ class TestExecuteWriteRecordsOutcomes:
         outcome = await run(db, "k1", action)
         assert outcome.text == UNEXPECTED_FAILURE
         assert "no_such_table" not in outcome.text
+
+    async def test_no_write_when_the_runs_held_checkpoints_cannot_be_stored(
+        self, db: AsyncConnectionPool[Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Inside a run the checkpoint with the write's call is stored first; if it cannot
+        be, the write does not run: the model gets the generic error, nothing is recorded."""
+        saver = PostgresCheckpointer(db)
+        thread_id = f"held-{uuid.uuid4().hex}"
+        config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        stored = "SELECT * FROM checkpoints WHERE thread_id = %s"
+        ran = []
+
+        async def action(conn: AsyncConnection[Any]) -> str:
+            ran.append(True)
+            await insert_ticket(conn)
+            return "done"
+
+        async def unreachable(self: PostgresCheckpointer, batches: Any) -> None:
+            raise OSError("the database went away")
+
+        async with saver.held_until_needed():
+            metadata: Any = {"source": "loop", "step": 1, "parents": {}}
+            await saver.aput(config, empty_checkpoint(), metadata, {})
+            with monkeypatch.context() as patch:
+                patch.setattr(PostgresCheckpointer, "_execute", unreachable)
+                outcome = await run(db, "k1", action)
+            assert (outcome.ok, outcome.text, ran) == (False, UNEXPECTED_FAILURE, [])
+            assert await f.rows(db, "SELECT * FROM tool_executions") == []
+            assert await f.rows(db, stored, thread_id) == []
+            outcome = await run(db, "k1", action)  # the database is back: stored, then written
+            assert (outcome.ok, ran) == (True, [True])
+            assert len(await f.rows(db, stored, thread_id)) == 1
 
 
 class TestExecuteWriteIsExactlyOnce:
