@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy --strict app
+	$(VENV)/bin/mypy --strict app benchmarks
 
 # Browser tests drive Debian's Chromium; install it when missing (never a downloaded browser).
 browser-deps:

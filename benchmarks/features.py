@@ -62,7 +62,7 @@ def repeat_lookups(request: ChatRequest) -> Reply:
 
 
 def chatty(request: ChatRequest) -> Reply:
-    if request.system_prompt.startswith("You summarise"):
+    if (request.system_prompt or "").startswith("You summarise"):
         return Reply.say(f"The customer {USER} asked about order {ORDER}; it is pending.")
     return Reply.say("Thanks, noted. " + "Here is a longer answer with some detail. " * 6)
 
@@ -171,7 +171,7 @@ async def long_threads(rig: Rig, base: Settings) -> list[dict[str, Any]]:
                 agent = [
                     r
                     for r in rig.server.requests[before_r:]
-                    if not r.system_prompt.startswith("You summarise")
+                    if not (r.system_prompt or "").startswith("You summarise")
                 ]
                 measured_tokens.append(sum(prompt_tokens(r) for r in agent))
             rows.append(
@@ -228,7 +228,7 @@ async def main() -> str:
     started = time.monotonic()
     try:
         await migrate(url)
-        base = Settings(database_url=url, _env_file=None)  # type: ignore[call-arg]
+        base = Settings(database_url=url, _env_file=None)
         base = base.model_copy(update={"write_confirmation": "off"})
         pool = await open_pool(url, base, name="features")
         try:

@@ -7,7 +7,7 @@ import platform
 import time
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import psycopg
 
 
@@ -18,7 +18,7 @@ def cores() -> int:
 def describe(admin_url: str) -> dict[str, Any]:
     with psycopg.connect(admin_url) as conn:
         row = conn.execute("SHOW server_version").fetchone()
-        settings = dict(
+        settings: dict[str, str] = dict(
             conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN ('max_connections',"
                 " 'shared_buffers', 'synchronous_commit', 'fsync', 'shared_preload_libraries')"

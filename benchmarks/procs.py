@@ -15,7 +15,7 @@ from typing import IO
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ class Proc:
 
     def rss_mb(self) -> float:
         try:
-            return psutil.Process(self.pid).memory_info().rss / 2**20
+            return float(psutil.Process(self.pid).memory_info().rss) / 2**20
         except psutil.Error:
             return 0.0
 

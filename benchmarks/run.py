@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,7 +41,7 @@ from benchmarks.procs import (
 )
 from benchmarks.report import write_report
 
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "instant": {"ttft_ms": 0, "tps": None, "label": "instant (no latency)"},
     "realistic": {
         "ttft_ms": 300,
@@ -554,4 +553,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
