@@ -26,6 +26,7 @@ class Plan:
     pgbench_seconds: int  # item 5b
     profile_s: int  # py-spy seconds (0: no profile)
     variant_reps: int  # proposed-fix variant at the same load (0: skip)
+    thin_reps: int  # ceiling (c), benchmarks/thin.py beside ours at 32 customers (0: skip)
     variant_levels: tuple[int, ...] = (1, 32)
     # name -> BENCH_VARIANT of benchmarks/variant.py (our service with a proposed change)
     variants: tuple[tuple[str, str], ...] = (
@@ -54,6 +55,7 @@ FULL = Plan(
     pgbench_seconds=10,
     profile_s=20,
     variant_reps=3,
+    thin_reps=3,
 )
 
 QUICK = Plan(
@@ -74,5 +76,6 @@ QUICK = Plan(
     pgbench_seconds=3,
     profile_s=0,
     variant_reps=0,
+    thin_reps=1,
     warmup_turns=4,
 )

@@ -466,7 +466,37 @@ def _section_ceilings(r: dict[str, Any]) -> list[str]:
                         f"Ours at 32 customers reaches {100 * ours32['tps_med'] / cap:.0f}% of it."
                     )
             lines.append("")
+    lines += _ceiling_c(r)
     return lines if len(lines) > 2 else []
+
+
+def _ceiling_c(r: dict[str, Any]) -> list[str]:
+    """The thin services (benchmarks/thin.py) beside ours, as shares of ceiling (a)."""
+    table = r.get("thin")
+    if not table:
+        return []
+    a = r.get("ceiling_a")
+    ceiling = _load_cells(a["runs"])["tps_med"] if a and a["runs"] else None
+    lines = [
+        "**(c) The thinnest HTTP + SSE service around the same graph** (`benchmarks/thin.py`:"
+        " FastAPI and sse-starlette, the token verified, and nothing else: no ownership check,"
+        " run record, thread lock, queue, error mapping or replay), with InMemorySaver"
+        " (`thin-memory`) and with the service's Postgres checkpointer and held rows"
+        " (`thin-postgres`), one process each, rotating with ours. Instant model:",
+        "",
+        *_load_table(table),
+        "",
+    ]
+    for customers, systems in table.items():
+        for name, runs in systems.items():
+            c = _load_cells(runs)
+            if ceiling and c["tps_med"]:
+                lines.append(
+                    f"- {name}, {customers} customers: {c['tps_med']:.1f} turns/s ="
+                    f" {100 * c['tps_med'] / ceiling:.0f}% of ceiling (a), 1 process"
+                    f" ({ceiling:.1f})."
+                )
+    return [*lines, ""]
 
 
 def _section_profile(r: dict[str, Any]) -> list[str]:

@@ -141,6 +141,16 @@ class Bench:
         )
         return url
 
+    def thin(self, model_url: str, checkpointer: str) -> str:
+        """benchmarks/thin.py: the thinnest HTTP + SSE service around the same graph."""
+        port = free_port()
+        name = f"thin-{checkpointer}"
+        argv = [PY, "-m", "benchmarks.thin", "--port", str(port), "--checkpointer", checkpointer]
+        url = f"http://127.0.0.1:{port}"
+        env = self.service_env(model_url)
+        self.start(Proc(name, argv, env, self.out / f"{name}.log", ready_url=f"{url}/healthz"))
+        return url
+
     def peer(self, model_url: str) -> str:
         port = free_port()
         argv = [PY, "-m", "benchmarks.baseline", "--port", str(port)]
@@ -420,6 +430,15 @@ class Bench:
         self.section_load("variant", levels, reps, urls, model="model@instant")
         self.results["variant"] = self.results["load"].pop("variant")
 
+    def section_thin(self, urls: dict[str, str]) -> None:
+        """Ceiling (c): the thin services beside ours, rotating, at 32 customers."""
+        if self.plan.thin_reps <= 0:
+            return
+        log("ceiling (c): the thinnest HTTP + SSE service around the same graph")
+        self.warm_up({name: url for name, url in urls.items() if name != "ours"})
+        self.section_load("thin", (32,), {32: self.plan.thin_reps}, urls, model="model@instant")
+        self.results["thin"] = self.results["load"].pop("thin")
+
     def section_memory(self, name: str, url: str) -> None:
         streams = self.plan.hold_streams
         log(f"item 4: RSS of {name} with {streams} open SSE streams (slow model)")
@@ -441,6 +460,7 @@ def services(
     peer: bool = True,
     variants: Sequence[tuple[str, str]] = (),
     workers: int = 1,
+    thin: bool = False,
 ) -> Iterator[dict[str, str]]:
     model_url = bench.model(profile)
     urls = {"model": model_url, "ours": bench.ours(model_url)}
@@ -450,6 +470,9 @@ def services(
         urls["peer"] = bench.peer(model_url)
     for name, change in variants:
         urls[name] = bench.ours(model_url, name=name, variant=change)
+    if thin:
+        for checkpointer in ("memory", "postgres"):
+            urls[f"thin-{checkpointer}"] = bench.thin(model_url, checkpointer)
     try:
         yield urls
     finally:
@@ -462,7 +485,8 @@ def run_all(bench: Bench) -> None:
     bench.create_database()
     variants = plan.variants if plan.variant_reps > 0 else ()
     workers = machine.cores()
-    with services(bench, "instant", variants=variants, workers=workers) as urls:
+    thin = plan.thin_reps > 0
+    with services(bench, "instant", variants=variants, workers=workers, thin=thin) as urls:
         systems = {name: url for name, url in urls.items() if name in ("ours", "peer")}
         if workers > 1:
             systems[f"ours-{workers}w"] = urls[f"ours-{workers}w"]
@@ -477,6 +501,10 @@ def run_all(bench: Bench) -> None:
             names = ["ours", *(name for name, _ in variants)]
             bench.warm_up({name: urls[name] for name in names[1:]})
             bench.section_variant({name: urls[name] for name in names})
+        if thin:
+            bench.section_thin(
+                {name: urls[name] for name in ("ours", "thin-memory", "thin-postgres")}
+            )
         bench.section_profile(urls["ours"])
         bench.section_long(urls["ours"])
     bench.section_ceiling_b()
