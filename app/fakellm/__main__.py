@@ -47,13 +47,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    engine = ModelEngine(
+def engine_for(args: argparse.Namespace) -> ModelEngine:
+    # A server process outside the tests: nothing reads its requests back, and a benchmark
+    # sends it tens of thousands. Kept, they grew it past a gigabyte within minutes, and its
+    # full garbage collections froze every model call for seconds.
+    return ModelEngine(
         load_policy(args.policy),
         latency=Latency(ttft_ms=args.ttft_ms, tokens_per_s=args.tps),
         api_key=args.api_key,
+        record=False,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    engine = engine_for(args)
     print(f"fakellm: serving {args.policy} at http://{args.host}:{args.port}/v1", flush=True)
     uvicorn.run(engine.asgi_app(), host=args.host, port=args.port, log_level="warning")
 

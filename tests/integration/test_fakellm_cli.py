@@ -14,6 +14,7 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from app.fakellm.__main__ import engine_for, parse_args
 from tests.fakes.fixtures import chat_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +59,12 @@ def customers_cli() -> Iterator[str]:
 
 
 class TestCli:
+    def test_a_served_model_keeps_no_requests(self) -> None:
+        """Benchmarks send the CLI's server tens of thousands of requests; tests record
+        theirs through ScriptedModelServer instead."""
+        engine = engine_for(parse_args(["--policy", "benchmarks.policy:OrderLookup"]))
+        assert engine.record is False
+
     def test_default_policy_looks_up_the_order_and_answers_its_status(
         self, default_cli: str
     ) -> None:
