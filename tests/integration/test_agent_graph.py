@@ -34,6 +34,14 @@ PENDING_ORDER = "#W2611340"  # noah_brown_6181, paid 32.00 by paypal_5727330
 OTHER_CUSTOMERS_ORDER = "#W5490111"  # mia_garcia_4516
 
 
+CANCEL = Reply.call("cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed")
+
+
+def cancel_then_say(answer: str) -> Script:
+    """The model cancels the pending order, then answers with `answer`."""
+    return Script([CANCEL, Reply.say(answer)])
+
+
 def tool_messages(values: dict[str, Any]) -> list[ToolMessage]:
     return [m for m in values["messages"] if isinstance(m, ToolMessage)]
 
@@ -191,16 +199,7 @@ class TestWrites:
     async def test_confirm_then_approve_executes_the_write(
         self, conversation: Conversation, model_server: ScriptedModelServer, shop: Any
     ) -> None:
-        model_server.use(
-            Script(
-                [
-                    Reply.call(
-                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
-                    ),
-                    Reply.say("Cancelled."),
-                ]
-            )
-        )
+        model_server.use(cancel_then_say("Cancelled."))
         await conversation.say("yes, cancel it")
         state = await conversation.state()
         assert state.next == ("confirm",)
@@ -219,16 +218,7 @@ class TestWrites:
     async def test_confirm_then_reject_changes_nothing(
         self, conversation: Conversation, model_server: ScriptedModelServer, shop: Any
     ) -> None:
-        model_server.use(
-            Script(
-                [
-                    Reply.call(
-                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
-                    ),
-                    Reply.say("Alright, nothing changed."),
-                ]
-            )
-        )
+        model_server.use(cancel_then_say("Alright, nothing changed."))
         await conversation.say("cancel it")
         values = await conversation.resume("reject")
         (declined,) = tool_messages(values)
@@ -258,16 +248,7 @@ class TestWrites:
             return result
 
         monkeypatch.setattr(WriteNodes, "_run_one", crash_after_commit)
-        model_server.use(
-            Script(
-                [
-                    Reply.call(
-                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
-                    ),
-                    Reply.say("Your order is cancelled."),
-                ]
-            )
-        )
+        model_server.use(cancel_then_say("Your order is cancelled."))
         await conversation.say("cancel please")
         with pytest.raises(Crash):
             await conversation.resume("approve")
@@ -314,16 +295,7 @@ class TestWrites:
             return await real_execute_write(pool, action=look_then_act, **kwargs)
 
         monkeypatch.setattr(writing, "execute_write", looking_first)
-        model_server.use(
-            Script(
-                [
-                    Reply.call(
-                        "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
-                    ),
-                    Reply.say("Your order is cancelled."),
-                ]
-            )
-        )
+        model_server.use(cancel_then_say("Your order is cancelled."))
         values = await conversation.say("cancel my order please")
 
         assert final_text(values) == "Your order is cancelled."
@@ -518,10 +490,7 @@ class TestToolCache:
         assert json.loads(str(cached.content).split("\n(cached")[0])["status"] == "pending"
         assert second["cache_stats"] == {"hits": 1, "misses": 0}
 
-        cancel = Reply.call(
-            "cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed"
-        )
-        model_server.use(Script([cancel, lookup, Reply.say("cancelled")]))
+        model_server.use(Script([CANCEL, lookup, Reply.say("cancelled")]))
         third = await conv.say("cancel it and show me")
         fresh = tool_messages(third)[-1]
         assert fresh.additional_kwargs["cache"] == "miss"
