@@ -57,29 +57,27 @@ class _Held:
     saver: PostgresCheckpointer
     batches: list[_Batch] = field(default_factory=list)
 
-    def taken(self) -> list[_Batch]:
-        """Everything held, leaving the list empty. Taken before the first await, so rows
-        that arrive while these are stored wait for the next round trip."""
+    async def store(self, *also: _Batch) -> None:
+        """Everything held, then `also`, in one round trip. The list is taken before the
+        first await, so rows that arrive meanwhile wait for the next one. If the store
+        fails, the rows are held again, in order, for the next attempt (the statements are
+        upserts), and the error is raised."""
         taken, self.batches = self.batches, []
-        return taken
+        try:
+            await self.saver._execute([*taken, *also])
+        except BaseException:
+            self.batches[:0] = taken
+            raise
 
 
 _held: ContextVar[_Held | None] = ContextVar("held_checkpoint_rows", default=None)
 
 
 async def store_held() -> None:
-    """Store what the current run's checkpointer holds back, now; nothing outside a run.
-    If that fails, the rows are held again, in order, for the next attempt (the statements
-    are upserts), and the error is raised."""
+    """Store what the current run's checkpointer holds back, now; nothing outside a run."""
     held = _held.get()
-    if held is None or not held.batches:
-        return
-    taken = held.taken()
-    try:
-        await held.saver._execute(taken)
-    except BaseException:
-        held.batches[:0] = taken
-        raise
+    if held is not None and held.batches:
+        await held.store()
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -155,7 +153,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         if held is None:
             await self._execute([(query, rows)])
         elif special:  # an error or an interrupt: stored now, with everything before it
-            await self._execute([*held.taken(), (query, rows)])
+            await held.store((query, rows))
         else:
             held.batches.append((query, rows))
 
@@ -170,7 +168,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         finally:
             _held.reset(token)
             if held.batches:
-                await self._execute(held.taken())
+                await held.store()
 
     async def _execute(self, batches: list[_Batch]) -> None:
         """The batches in order, in one pipeline: one round trip."""

@@ -24,6 +24,12 @@ from psycopg import AsyncConnection
 log = structlog.get_logger(__name__)
 
 
+async def _first_value(conn: AsyncConnection[Any], sql: str, thread_id: str) -> Any:
+    cur = await conn.execute(sql, (thread_id,))
+    row = await cur.fetchone()
+    return row[0] if row else None
+
+
 class ThreadLocks:
     def __init__(self, url: str) -> None:
         self._url = url
@@ -58,16 +64,13 @@ class ThreadLocks:
     async def _lock_query(self, sql: str, thread_id: str) -> Any:
         """One statement on the lock connection. A connection found dead is replaced (see
         the module's docstring) and the statement tried once more."""
-        for attempt in (1, 2):
-            conn = await self._connection()
-            try:
-                cur = await conn.execute(sql, (thread_id,))
-                row = await cur.fetchone()
-                return row[0] if row else None
-            except psycopg.OperationalError:
-                if attempt == 2 or not conn.closed:
-                    raise
-        return None
+        conn = await self._connection()
+        try:
+            return await _first_value(conn, sql, thread_id)
+        except psycopg.OperationalError:
+            if not conn.closed:
+                raise
+        return await _first_value(await self._connection(), sql, thread_id)
 
     async def try_acquire(self, thread_id: str) -> bool:
         async with self._mutex:

@@ -142,7 +142,7 @@ class RunService:
         return run
 
     def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
-        if earlier is None or earlier["status"] == "running" or earlier["result"] is None:
+        if earlier is None or earlier["result"] is None:  # (a running run has none yet)
             raise ThreadBusy()
         result: dict[str, Any] = earlier["result"]
         return result
@@ -177,7 +177,7 @@ class RunService:
                     },
                 )
             )
-            # each step's writes go in the round trip of its checkpoint (one, not two)
+            # the run's checkpoints are held back and stored together (app/db/checkpointer.py)
             async with run_batching(self.graph.checkpointer):
                 async for mode, chunk in self.graph.astream(
                     graph_input,
