@@ -17,18 +17,19 @@ import argparse
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import AgentContext
+from app.agent.context import AgentContext, Role
 from app.agent.graph import Graph, build_graph, run_config
 from app.agent.llm import build_chat_model, model_http_client
 from app.agent.nodes import TOKEN_KEY
@@ -53,31 +54,47 @@ class InProcess:
         await self.http.aclose()
         await self.pool.close()
 
-    async def turn(self, user_id: str, session: str, text: str, *, stream: bool) -> dict[str, Any]:
+    def _turn(
+        self, user_id: str, session: str, text: str, role: Role
+    ) -> tuple[dict[str, Any], RunnableConfig, AgentContext]:
         thread_id = f"{user_id}:{session}"
-        config = run_config(thread_id, self.settings)
-        context = AgentContext(user_id=user_id, role="customer", thread_id=thread_id)
         message = HumanMessage(content=text, id=str(uuid.uuid4()))
+        context = AgentContext(user_id=user_id, role=role, thread_id=thread_id)
+        return {"incoming": message}, run_config(thread_id, self.settings), context
+
+    async def tokens(
+        self, user_id: str, session: str, text: str, role: Role = "customer"
+    ) -> AsyncIterator[str]:
+        """One turn streamed with the service's stream modes, checkpoint batching and
+        durability: the answer's tokens as the agent writes them."""
+        graph_input, config, context = self._turn(user_id, session, text, role)
+        async with run_batching(self.graph.checkpointer):
+            async for mode, chunk in self.graph.astream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode=["custom", "updates"],
+                durability="sync",
+            ):
+                token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
+                if mode == "custom" and token:
+                    yield token
+
+    async def turn(self, user_id: str, session: str, text: str, *, stream: bool) -> dict[str, Any]:
         wall = time.time()
         t0 = time.perf_counter()
         ttft: float | None = None
         error: str | None = None
         try:
-            async with run_batching(self.graph.checkpointer):  # as the service runs a turn
-                if stream:
-                    async for mode, chunk in self.graph.astream(
-                        {"incoming": message},
-                        config,
-                        context=context,
-                        stream_mode=["custom", "updates"],
-                        durability="sync",
-                    ):
-                        token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
-                        if ttft is None and mode == "custom" and token:
-                            ttft = (time.perf_counter() - t0) * 1000
-                else:
+            if stream:
+                async for _ in self.tokens(user_id, session, text):
+                    if ttft is None:
+                        ttft = (time.perf_counter() - t0) * 1000
+            else:
+                graph_input, config, context = self._turn(user_id, session, text, "customer")
+                async with run_batching(self.graph.checkpointer):  # as the service runs a turn
                     await self.graph.ainvoke(
-                        {"incoming": message}, config, context=context, durability="sync"
+                        graph_input, config, context=context, durability="sync"
                     )
         except Exception as exc:  # a benchmark counts failures, it does not stop on them
             error = type(exc).__name__

@@ -16,21 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from langchain_core.messages import HumanMessage
 from sse_starlette.sse import EventSourceResponse
 
-from app.agent.context import AgentContext
-from app.agent.graph import run_config
-from app.agent.nodes import TOKEN_KEY
 from app.api.auth import bearer_token, verify_token
-from app.db.checkpointer import run_batching
 from benchmarks.inproc import InProcess, open_in_process
 
 
@@ -53,24 +47,12 @@ def build_app(database_url: str, model_url: str, checkpointer: str, secret: str)
     async def post_message(session: str, request: Request) -> EventSourceResponse:
         user = verify_token(secret, bearer_token(request.headers.get("authorization")))
         text = (await request.json())["content"]
-        target = graph["target"]
-        thread_id = f"{user.user_id}:{session}"
-        context = AgentContext(user_id=user.user_id, role=user.role, thread_id=thread_id)
-        message = HumanMessage(content=text, id=str(uuid.uuid4()))
+        tokens = graph["target"].tokens(user.user_id, session, text, user.role)
 
         async def events() -> AsyncIterator[dict[str, str]]:
             yield {"event": "run", "data": "{}"}
-            async with run_batching(target.graph.checkpointer):
-                async for mode, chunk in target.graph.astream(
-                    {"incoming": message},
-                    run_config(thread_id, target.settings),
-                    context=context,
-                    stream_mode=["custom", "updates"],
-                    durability="sync",
-                ):
-                    token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
-                    if mode == "custom" and token:
-                        yield {"event": "token", "data": json.dumps({"text": token})}
+            async for token in tokens:
+                yield {"event": "token", "data": json.dumps({"text": token})}
             yield {"event": "done", "data": json.dumps({"status": "completed"})}
 
         return EventSourceResponse(events())
