@@ -75,7 +75,9 @@ def build_graph(
         ledger=ledger,
     )
 
-    def route(state: AgentState) -> Route:
+    # async although it never awaits: LangGraph runs a plain function of an async graph in
+    # a worker thread, a thread hop after every model call for a few comparisons.
+    async def route(state: AgentState) -> Route:
         return route_after_agent(state, settings, write_names)
 
     g = StateGraph(AgentState, context_schema=AgentContext)

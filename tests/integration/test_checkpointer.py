@@ -365,3 +365,20 @@ async def test_held_rows_wait_for_a_write_an_error_or_interrupt_or_the_end(
     await saver.aput_writes(saved, [("note", "z")], "task-4")
     assert ("task-4", "note") in await stored_writes()
     await store_held()  # outside a block: nothing to do
+
+
+async def test_json_orjson_refuses_is_stored_as_upstream_stores_it(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    # Ours encodes a checkpoint's JSON with orjson, which refuses integers past 64 bits
+    # and non-string keys; those go through `json`, as upstream's do.
+    stored = {}
+    for saver in (AsyncPostgresSaver(pool), PostgresCheckpointer(pool)):
+        thread_id = f"json-{uuid.uuid4().hex}"
+        checkpoint = empty_checkpoint()
+        metadata: Any = {"source": "input", "step": -1, "parents": {}, "big": 2**70, "ok": "é"}
+        await saver.aput(thread_config(thread_id), checkpoint, metadata, {})
+        (row,) = await fetch(pool, "checkpoints", thread_id)
+        stored[type(saver).__name__] = (row["metadata"], row["checkpoint"]["channel_versions"])
+    assert stored["PostgresCheckpointer"] == stored["AsyncPostgresSaver"]
+    assert stored["PostgresCheckpointer"][0]["big"] == 2**70
