@@ -442,6 +442,14 @@ def _section_ceilings(r: dict[str, Any]) -> list[str]:
                 f"{name} at 32 customers: {service['tps_med']:.1f} turns/s ="
                 f" **{100 * service['tps_med'] / c['tps_med']:.0f}% of this ceiling**."
             )
+        if a.get("durable") and c["tps_med"]:
+            d = _load_cells(a["durable"])
+            lines.append(
+                "The same graph in-process with the service's Postgres checkpointer and held"
+                " rows instead (durable, no HTTP; each rep right after the ceiling's):"
+                f" {fmt_pair(d['tps'])} turns/s, process CPU {fmt_pair(d['cpu'])} ms/turn ="
+                f" **{100 * d['tps_med'] / c['tps_med']:.0f}% of this ceiling**."
+            )
         lines.append("")
     b = r.get("ceiling_b")
     if b:

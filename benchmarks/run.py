@@ -352,56 +352,34 @@ class Bench:
         """The graph with InMemorySaver, in `processes` processes at once (customers split
         between them): the ceiling for a service with as many worker processes. Each run
         alternates with a run of `service` (name, url) at the same load, so the share of the
-        ceiling compares runs minutes apart at most on a machine whose speed drifts."""
+        ceiling compares runs minutes apart at most on a machine whose speed drifts. With one
+        process, each rep also runs the graph in-process with the service's Postgres
+        checkpointer: what a durable checkpoint costs before any HTTP."""
         log(f"ceiling (a): the same graph in-process with InMemorySaver, {processes} process(es)")
-        runs, paired = [], []
+        runs, paired, durable = [], [], []
         customers = self.plan.ceiling_customers
-        total = self.total_turns(customers)
         name, url = service
         watch = [name, "model@instant"]
         for rep in range(self.plan.ceiling_reps):
             if rep % 2:
-                paired.append(self.load(name, url, customers, total, watch, f"paired_{name}"))
-            argvs, outs = [], []
-            for i in range(processes):
-                out_file = self.out / "runs" / f"ceiling_a-p{processes}-{rep}-{i}.json"
-                out_file.parent.mkdir(exist_ok=True)
-                outs.append(out_file)
-                args = [
-                    "--database-url",
-                    self.db_url,
-                    "--model-url",
-                    model_url,
-                    "--checkpointer",
-                    "memory",
-                    "--stream",
-                    "--pairs",
-                    str(self.pairs_file),
-                    "--customers",
-                    str(customers // processes),
-                    "--total-turns",
-                    str(total // processes),
-                    "--turns",
-                    str(self.plan.turns_per_conversation),
-                    "--tag",
-                    self._tag(f"mem{i}-"),
-                ]
-                argvs.append([PY, "-m", "benchmarks.inproc", *args, "--out", str(out_file)])
-                self.commands.setdefault(
-                    f"benchmarks.inproc:ceiling_a-p{processes}",
-                    f"{processes} x python -m benchmarks.inproc " + " ".join(args),
+                paired.append(
+                    self.load(
+                        name, url, customers, self.total_turns(customers), watch, f"paired_{name}"
+                    )
                 )
-            with CpuWatch({"model@instant": self.procs["model@instant"]}) as cpu:
-                run_parallel(argvs, self.out / "clients.log", timeout_s=900)
-            parts = [json.loads(f.read_text()) for f in outs]
-            raw = {
-                "turns": [t for p in parts for t in p["turns"]],
-                "elapsed_s": max(p["elapsed_s"] for p in parts),
-                "cpu": cpu.summary({"client": sum(float(p["cpu_s"]) for p in parts)}),
-            }
-            runs.append(summary.load_run(raw, server="client"))
+            runs.append(
+                self.in_process(model_url, "memory", processes, f"ceiling_a-p{processes}-{rep}")
+            )
+            if processes == 1:
+                durable.append(
+                    self.in_process(model_url, "postgres", 1, f"ceiling_a-durable-{rep}")
+                )
             if not rep % 2:
-                paired.append(self.load(name, url, customers, total, watch, f"paired_{name}"))
+                paired.append(
+                    self.load(
+                        name, url, customers, self.total_turns(customers), watch, f"paired_{name}"
+                    )
+                )
         key = "ceiling_a" if processes == 1 else "ceiling_a_procs"
         self.results[key] = {
             "customers": customers,
@@ -409,6 +387,54 @@ class Bench:
             "runs": runs,
             "paired": {"name": name, "runs": paired},
         }
+        if durable:
+            self.results[key]["durable"] = durable
+
+    def in_process(
+        self, model_url: str, checkpointer: str, processes: int, label: str
+    ) -> dict[str, Any]:
+        """One load run of `benchmarks.inproc` at the ceiling's load, the customers split
+        over `processes` processes running at once."""
+        customers = self.plan.ceiling_customers
+        total = self.total_turns(customers)
+        argvs, outs = [], []
+        for i in range(processes):
+            out_file = self.out / "runs" / f"{label}-{i}.json"
+            out_file.parent.mkdir(exist_ok=True)
+            outs.append(out_file)
+            args = [
+                "--database-url",
+                self.db_url,
+                "--model-url",
+                model_url,
+                "--checkpointer",
+                checkpointer,
+                "--stream",
+                "--pairs",
+                str(self.pairs_file),
+                "--customers",
+                str(customers // processes),
+                "--total-turns",
+                str(total // processes),
+                "--turns",
+                str(self.plan.turns_per_conversation),
+                "--tag",
+                self._tag(f"{checkpointer[:3]}{i}-"),
+            ]
+            argvs.append([PY, "-m", "benchmarks.inproc", *args, "--out", str(out_file)])
+            self.commands.setdefault(
+                f"benchmarks.inproc:{label.rsplit('-', 1)[0]}",
+                f"{processes} x python -m benchmarks.inproc " + " ".join(args),
+            )
+        with CpuWatch({"model@instant": self.procs["model@instant"]}) as cpu:
+            run_parallel(argvs, self.out / "clients.log", timeout_s=900)
+        parts = [json.loads(f.read_text()) for f in outs]
+        raw = {
+            "turns": [t for p in parts for t in p["turns"]],
+            "elapsed_s": max(p["elapsed_s"] for p in parts),
+            "cpu": cpu.summary({"client": sum(float(p["cpu_s"]) for p in parts)}),
+        }
+        return summary.load_run(raw, server="client")
 
     def section_ceiling_b(self) -> None:
         log("ceiling (b): pgbench single-row inserts")
