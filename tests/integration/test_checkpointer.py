@@ -15,6 +15,7 @@ import re
 import uuid
 from typing import Annotated, Any, TypedDict
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -382,3 +383,27 @@ async def test_json_orjson_refuses_is_stored_as_upstream_stores_it(
         stored[type(saver).__name__] = (row["metadata"], row["checkpoint"]["channel_versions"])
     assert stored["PostgresCheckpointer"] == stored["AsyncPostgresSaver"]
     assert stored["PostgresCheckpointer"][0]["big"] == 2**70
+
+
+async def test_a_store_sends_each_statement_once_with_all_its_rows(
+    pool: AsyncConnectionPool[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[int] = []
+    executemany = psycopg.AsyncCursor.executemany
+
+    async def counted(self: Any, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        sent.append(len(params_seq))
+        await executemany(self, query, params_seq, **kwargs)
+
+    saver, thread_id = PostgresCheckpointer(pool), f"once-{uuid.uuid4().hex}"
+    monkeypatch.setattr(psycopg.AsyncCursor, "executemany", counted)
+    async with saver.held_until_needed():
+        config = thread_config(thread_id)
+        for step in range(3):
+            metadata: Any = {"source": "loop", "step": step, "parents": {}}
+            config = await saver.aput(config, empty_checkpoint(), metadata, {})
+            await saver.aput_writes(config, [("note", f"n{step}"), ("x", step)], f"t{step}")
+        assert sent == []
+    assert sent == [3, 6]  # the checkpoints' statement, then the writes'
+    assert len(await fetch(pool, "checkpoints", thread_id)) == 3
+    assert len(await fetch(pool, "checkpoint_writes", thread_id)) == 6
