@@ -37,6 +37,10 @@ log = structlog.get_logger(__name__)
 MODEL_UNAVAILABLE = "The assistant's language model is unavailable right now; please retry shortly."
 INTERNAL = "Something went wrong while answering; the conversation is safe, please retry."
 
+# Waits before each attempt to record a run's outcome: a blip of the database is outlived,
+# a longer outage only delays `done` by about a second before it is given up.
+CLOSE_RUN_WAITS_S = (0.0, 0.2, 1.0)
+
 
 @dataclass
 class Run:
@@ -208,16 +212,7 @@ class RunService:
         finally:
             result = self._result(recorder, status)
             try:
-                # the outcome, the checkpoint the run ended on (a failed run's too: its
-                # finished steps are saved) and the thread's activity, in one round trip
-                closing = self.repo.close_run(
-                    run.run_id,
-                    run.thread_id,
-                    status,
-                    result,
-                    title=title,
-                    added=len(recorder.added),
-                )
+                closing = self._close_run(run, status, result, title, len(recorder.added))
                 checkpoint_id = await asyncio.shield(closing)
                 result["checkpoint_id"] = checkpoint_id
             except Exception:
@@ -234,6 +229,29 @@ class RunService:
             )
             await run.queue.put(None)
             run.finished.set()
+
+    async def _close_run(
+        self, run: Run, status: str, result: dict[str, Any], title: str | None, added: int
+    ) -> str | None:
+        """Record the outcome, the checkpoint the run ended on (a failed run's too: its
+        finished steps are saved) and the thread's activity, in one round trip; after a
+        failure, again. A run left 'running' once its lock is free reads as abandoned, and a
+        retry of its client_message_id would run the turn a second time."""
+        for attempt, wait_s in enumerate(CLOSE_RUN_WAITS_S):
+            await asyncio.sleep(wait_s)
+            try:
+                return await self.repo.close_run(
+                    run.run_id, run.thread_id, status, result, title=title, added=added
+                )
+            except Exception as error:
+                if attempt == len(CLOSE_RUN_WAITS_S) - 1:
+                    raise
+                log.warning(
+                    "could not record run outcome; trying again",
+                    run_id=run.run_id,
+                    error_type=type(error).__name__,
+                )
+        return None  # (not reached: the last attempt returns or raises)
 
     def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
         m = self.metrics

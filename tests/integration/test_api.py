@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import httpx
 import jwt
+import psycopg
 import pytest
 from httpx_sse import aconnect_sse
 from psycopg_pool import AsyncConnectionPool
@@ -18,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.fakellm import Latency, Reply, Script, ScriptedModelServer
+from app.runs.repository import RunRepository
 from tests.integration.agent_harness import fetch_one, load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 
@@ -267,6 +269,43 @@ class TestJsonMode:
             ("m-dead", "completed"),
         ]
         assert runs[0]["run_id"] == "dead-run"
+
+    async def test_a_run_whose_outcome_failed_to_record_once_is_recorded(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A blip while recording the outcome must not leave the run 'running': with its
+        lock free it would read as abandoned, and the retry would run the turn again."""
+        close_run, calls = RunRepository.close_run, []
+
+        async def flaky(self: RunRepository, *args: Any, **kwargs: Any) -> str | None:
+            calls.append(args[0])
+            if len(calls) == 1:
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return await close_run(self, *args, **kwargs)
+
+        monkeypatch.setattr(RunRepository, "close_run", flaky)
+        model_server.use(hello("recorded"))
+        h = server.headers(NOAH)
+        body = {"content": "hi", "client_message_id": "m-blip"}
+
+        events = await stream(client, "/threads/j6/messages", body, h)
+        again = (await client.post("/threads/j6/messages", json=body, headers=h)).json()
+
+        assert len(calls) == 2 and calls[0] == calls[1]  # the same run, recorded again
+        done = events[-1][2]
+        assert done["status"] == "completed" and done["checkpoint_id"] is not None
+        assert again["messages"][-1]["content"] == "recorded"  # a replay, not a second turn
+        assert len(model_server.requests) == 1
+        async with shop.connection() as conn:
+            cur = await conn.execute(
+                "SELECT status FROM runs WHERE thread_id = %s", (f"{NOAH}:j6",)
+            )
+            assert [r["status"] for r in await cur.fetchall()] == ["completed"]
 
 
 class TestOneWriterPerThread:
