@@ -358,15 +358,12 @@ class Bench:
         log(f"ceiling (a): the same graph in-process with InMemorySaver, {processes} process(es)")
         runs, paired, durable = [], [], []
         customers = self.plan.ceiling_customers
+        total = self.total_turns(customers)
         name, url = service
         watch = [name, "model@instant"]
         for rep in range(self.plan.ceiling_reps):
             if rep % 2:
-                paired.append(
-                    self.load(
-                        name, url, customers, self.total_turns(customers), watch, f"paired_{name}"
-                    )
-                )
+                paired.append(self.load(name, url, customers, total, watch, f"paired_{name}"))
             runs.append(
                 self.in_process(model_url, "memory", processes, f"ceiling_a-p{processes}-{rep}")
             )
@@ -375,11 +372,7 @@ class Bench:
                     self.in_process(model_url, "postgres", 1, f"ceiling_a-durable-{rep}")
                 )
             if not rep % 2:
-                paired.append(
-                    self.load(
-                        name, url, customers, self.total_turns(customers), watch, f"paired_{name}"
-                    )
-                )
+                paired.append(self.load(name, url, customers, total, watch, f"paired_{name}"))
         key = "ceiling_a" if processes == 1 else "ceiling_a_procs"
         self.results[key] = {
             "customers": customers,
