@@ -30,7 +30,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from app.agent.context import AgentContext, Role
-from app.agent.graph import Graph, build_graph, run_config
+from app.agent.graph import Graph, build_graph, run_config, stream_turn
 from app.agent.llm import build_chat_model, model_http_client
 from app.agent.nodes import TOKEN_KEY
 from app.config import Settings
@@ -69,13 +69,7 @@ class InProcess:
         durability: the answer's tokens as the agent writes them."""
         graph_input, config, context = self._turn(user_id, session, text, role)
         async with run_batching(self.graph.checkpointer):
-            async for mode, chunk in self.graph.astream(
-                graph_input,
-                config,
-                context=context,
-                stream_mode=["custom", "updates"],
-                durability="sync",
-            ):
+            async for mode, chunk in stream_turn(self.graph, graph_input, config, context):
                 token = isinstance(chunk, dict) and chunk.get(TOKEN_KEY)
                 if mode == "custom" and token:
                     yield token

@@ -13,7 +13,7 @@ checkpoint write, so the bookkeeping rides along with the model call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -44,6 +44,22 @@ def run_config(thread_id: str, settings: Settings) -> RunnableConfig:
         "configurable": {"thread_id": thread_id},
         "recursion_limit": settings.turn_step_budget * 3 + 10,
     }
+
+
+def stream_turn(
+    graph: Graph, graph_input: Any, config: RunnableConfig, context: AgentContext
+) -> AsyncIterator[Any]:
+    """One run as the service streams it: (mode, chunk) pairs of the agent's tokens
+    (`custom`) and each step's updates, every checkpoint stored before the run returns
+    (`durability="sync"`; `run_batching` decides when). The benchmarks' in-process runs use
+    it too, so they measure the same call."""
+    return graph.astream(
+        graph_input,
+        config,
+        context=context,
+        stream_mode=["custom", "updates"],
+        durability="sync",
+    )
 
 
 def build_graph(

@@ -31,7 +31,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -46,6 +45,8 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
+from app.jsonbytes import json_bytes
+
 _INLINE_TYPES = (str, int, float, bool)
 
 
@@ -54,10 +55,7 @@ def _json_dumps(value: Any) -> bytes | str:
     library's `json`, psycopg's default, takes 11-14 (a 1.8 kB checkpoint, five a turn).
     What orjson refuses (a key that is not a string, an integer past 64 bits) is left to
     `json`, which accepts it or fails as it always did."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value)
+    return json_bytes(value) or json.dumps(value)
 
 
 _Batch = tuple[str, list[Any]]  # (query, rows)

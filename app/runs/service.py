@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import openai
@@ -21,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from app.agent.context import AgentContext
-from app.agent.graph import Graph, run_config
+from app.agent.graph import Graph, run_config, stream_turn
 from app.api.auth import Principal
 from app.config import Settings
 from app.db.checkpointer import run_batching
@@ -37,9 +38,9 @@ log = structlog.get_logger(__name__)
 MODEL_UNAVAILABLE = "The assistant's language model is unavailable right now; please retry shortly."
 INTERNAL = "Something went wrong while answering; the conversation is safe, please retry."
 
-# Waits before each attempt to record a run's outcome: a blip of the database is outlived,
+# Waits before each retry of recording a run's outcome: a blip of the database is outlived,
 # a longer outage only delays `done` by about a second before it is given up.
-CLOSE_RUN_WAITS_S = (0.0, 0.2, 1.0)
+CLOSE_RUN_RETRY_WAITS_S = (0.2, 1.0)
 
 
 @dataclass
@@ -183,13 +184,7 @@ class RunService:
             )
             # the run's checkpoints are held back and stored together (app/db/checkpointer.py)
             async with run_batching(self.graph.checkpointer):
-                async for mode, chunk in self.graph.astream(
-                    graph_input,
-                    config,
-                    context=context,
-                    stream_mode=["custom", "updates"],
-                    durability="sync",
-                ):
+                async for mode, chunk in stream_turn(self.graph, graph_input, config, context):
                     for event in recorder.on_chunk(mode, chunk):
                         await run.queue.put(event)
             status = "interrupted" if recorder.pending is not None else "completed"
@@ -237,21 +232,20 @@ class RunService:
         finished steps are saved) and the thread's activity, in one round trip; after a
         failure, again. A run left 'running' once its lock is free reads as abandoned, and a
         retry of its client_message_id would run the turn a second time."""
-        for attempt, wait_s in enumerate(CLOSE_RUN_WAITS_S):
-            await asyncio.sleep(wait_s)
+        close = partial(
+            self.repo.close_run, run.run_id, run.thread_id, status, result, title=title, added=added
+        )
+        for wait_s in CLOSE_RUN_RETRY_WAITS_S:
             try:
-                return await self.repo.close_run(
-                    run.run_id, run.thread_id, status, result, title=title, added=added
-                )
+                return await close()
             except Exception as error:
-                if attempt == len(CLOSE_RUN_WAITS_S) - 1:
-                    raise
                 log.warning(
                     "could not record run outcome; trying again",
                     run_id=run.run_id,
                     error_type=type(error).__name__,
                 )
-        return None  # (not reached: the last attempt returns or raises)
+            await asyncio.sleep(wait_s)
+        return await close()
 
     def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
         m = self.metrics

@@ -105,6 +105,30 @@ class TestReadTurns:
         assert values["turn_steps"] == 2
         assert len(model_server.requests) == 2
 
+    async def test_a_turn_hops_to_no_worker_thread(
+        self,
+        conversation: Conversation,
+        model_server: ScriptedModelServer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # LangGraph runs a plain function of an async graph (a node, a routing function)
+        # in the loop's executor via langchain's `run_in_executor`: a thread hop each time.
+        loop = asyncio.get_running_loop()
+        hops: list[str] = []
+        run_in_executor = loop.run_in_executor
+
+        def counted(executor: Any, func: Any, *args: Any) -> Any:
+            hops.append(getattr(func, "__qualname__", repr(func)))
+            return run_in_executor(executor, func, *args)
+
+        monkeypatch.setattr(loop, "run_in_executor", counted)
+        model_server.use(
+            Script([Reply.call("get_order_details", order_id=PENDING_ORDER), Reply.say("Ok.")])
+        )
+        await conversation.say("status?")
+        assert len(model_server.requests) == 2  # agent, tools, agent: routed twice
+        assert [h for h in hops if "run_in_executor" in h] == []
+
     async def test_shipping_estimate(
         self, conversation: Conversation, model_server: ScriptedModelServer
     ) -> None:

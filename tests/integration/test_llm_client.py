@@ -38,9 +38,10 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field, SecretStr
 from typing_extensions import TypedDict
 
-from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, encoded, model_http_client
+from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, model_http_client
 from app.config import Settings
 from app.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer, ToolCall
+from app.jsonbytes import json_bytes
 from app.tools.registry import build_tools
 
 API_KEY = "sk-test-llm-client-key"
@@ -286,7 +287,7 @@ class TestEncodedBody:
         bound = model.bind_tools(service_tools(), tool_choice="auto")
         payload = model._get_request_payload(conversation(), stream=stream, **bound_kwargs(bound))
 
-        body = encoded(payload)
+        body = json_bytes(payload)
 
         assert isinstance(body, bytes)
         assert json.loads(body) == json.loads(openapi_dumps(payload))
@@ -296,8 +297,8 @@ class TestEncodedBody:
         with_model = {"model": "m", "metadata": Address(street="s", city="c", zip="12345")}
         with_int_key = {"model": "m", "logit_bias": {50256: -100}}
 
-        assert encoded(with_model) is None
-        assert encoded(with_int_key) is None
+        assert json_bytes(with_model) is None
+        assert json_bytes(with_int_key) is None
         assert json.loads(openapi_dumps(with_int_key))["logit_bias"] == {"50256": -100}
 
 
