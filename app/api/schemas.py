@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
 from app.agent.context import Role
 
+# Postgres text cannot hold NUL, so a NUL that reached a query was a 500. Every text input is
+# checked here, at the edge: free text may hold tabs and line breaks, and no other control
+# character; an id or a cursor holds none.
+_CONTROL_IN_TEXT_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTROL_IN_LINE_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _no_control_in_text(value: str) -> str:
+    if _CONTROL_IN_TEXT_RE.search(value):
+        raise ValueError("must not contain control characters other than tab and line breaks")
+    return value
+
+
+def _no_control_in_line(value: str) -> str:
+    if _CONTROL_IN_LINE_RE.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_control_in_text)]
+"""Free text (a message, a search): tabs and line breaks, no other control character."""
+Line = Annotated[str, AfterValidator(_no_control_in_line)]
+"""An id, a cursor: no control character at all."""
+
 
 class MessageIn(BaseModel):
-    content: str = Field(min_length=1, max_length=8000)
+    content: Text = Field(min_length=1, max_length=8000)
     client_message_id: str | None = Field(
         default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$"
     )
@@ -29,8 +54,8 @@ class ResumeIn(BaseModel):
 
 
 class RewindIn(BaseModel):
-    checkpoint_id: str | None = Field(default=None, min_length=1, max_length=64)
-    message_id: str | None = Field(default=None, min_length=1, max_length=128)
+    checkpoint_id: Line | None = Field(default=None, min_length=1, max_length=64)
+    message_id: Line | None = Field(default=None, min_length=1, max_length=128)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RewindIn:

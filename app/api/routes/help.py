@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
-from app.api.deps import ServicesDep
-from app.api.schemas import ErrorBody
+from app.api.deps import ServicesDep, limit_public
+from app.api.schemas import ErrorBody, Text
 from app.errors import NotFound
 from app.help.render import PAGE_CSP, article_page
 from app.help.repository import get_article
 from app.help.search import MAX_QUERY_CHARS, MAX_RESULTS, search_help
 
-router = APIRouter(tags=["help"])
+router = APIRouter(tags=["help"], dependencies=[Depends(limit_public)])
 
 
 class HelpResult(BaseModel):
@@ -32,7 +32,7 @@ class HelpResults(BaseModel):
 @router.get("/help", response_model=HelpResults, responses={422: {"model": ErrorBody}})
 async def search_articles(
     services: ServicesDep,
-    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+    q: Annotated[Text, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
     limit: Annotated[int, Query(ge=1, le=MAX_RESULTS)] = 5,
 ) -> HelpResults:
     """Help articles matching `q`, best first, each with a snippet of at most 300 characters."""

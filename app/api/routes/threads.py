@@ -11,17 +11,19 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from app.agent.threads import thread_id
-from app.api.deps import CurrentUser, ServicesDep, SessionId
+from app.agent.threads import SESSION_ID_RE, thread_id
+from app.api.deps import CurrentUser, ServicesDep, SessionId, limit_thread_creation
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.schemas import (
     HistoryPage,
+    Line,
     RewindIn,
     ThreadCreated,
     ThreadItem,
     ThreadPage,
     ThreadState,
 )
+from app.db.erase import forget_thread
 from app.errors import AppError
 
 router = APIRouter(tags=["threads"], responses=JSON_ERRORS)
@@ -36,12 +38,19 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         stamp, session = json.loads(base64.urlsafe_b64decode(padded))
-        return datetime.fromisoformat(stamp), str(session)
+        if not isinstance(session, str) or not SESSION_ID_RE.fullmatch(session):
+            raise ValueError("not a session id")
+        return datetime.fromisoformat(stamp), session
     except (ValueError, TypeError, binascii.Error):
         raise AppError("cursor is not valid", code="invalid_cursor", status_code=422) from None
 
 
-@router.post("/threads", status_code=201, response_model=ThreadCreated)
+@router.post(
+    "/threads",
+    status_code=201,
+    response_model=ThreadCreated,
+    dependencies=[Depends(limit_thread_creation)],
+)
 async def create_thread(user: CurrentUser, services: ServicesDep) -> dict[str, Any]:
     session_id = uuid.uuid4().hex
     created = await services.repo.create_thread(
@@ -55,7 +64,7 @@ async def list_threads(
     user: CurrentUser,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[str | None, Query(max_length=512)] = None,
+    cursor: Annotated[Line | None, Query(max_length=512)] = None,
 ) -> dict[str, Any]:
     after = _decode_cursor(cursor) if cursor else None
     rows = await services.repo.list_threads(user.user_id, limit + 1, after)
@@ -82,7 +91,7 @@ async def get_state(
     session_id: SessionId,
     user: CurrentUser,
     services: ServicesDep,
-    checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
+    checkpoint_id: Annotated[Line | None, Query(max_length=64)] = None,
     view: Annotated[Literal["transcript", "working"], Query()] = "transcript",
 ) -> dict[str, Any]:
     """`view=transcript` (default): every message the person saw, including those folded
@@ -103,7 +112,7 @@ async def get_history(
     user: CurrentUser,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[str | None, Query(max_length=64)] = None,
+    before: Annotated[Line | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
     return await services.inspector.history(thread_id(user.user_id, session_id), limit, before)
 
@@ -130,5 +139,7 @@ async def rewind(
 async def delete_thread(
     session_id: SessionId, user: CurrentUser, services: ServicesDep
 ) -> Response:
-    await services.inspector.delete(thread_id(user.user_id, session_id))
+    await forget_thread(
+        services.pool, thread_id(user.user_id, session_id), services.inspector.delete
+    )
     return Response(status_code=204)

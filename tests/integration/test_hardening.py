@@ -1,0 +1,116 @@
+"""Hostile input and headers over a real uvicorn server: typed 4xx errors, never a 5xx."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from app.config import Settings
+from app.fakellm import Reply, Script, ScriptedModelServer
+from tests.integration.api_harness import LiveServer, live_server
+
+NOAH = "noah_brown_6181"
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
+    settings = Settings(database_url=database_url, app_env="dev", _env_file=None)  # type: ignore[call-arg]
+    with live_server(settings, scripted_model_session) as live:
+        yield live
+
+
+@pytest.fixture
+async def client(
+    server: LiveServer, db: AsyncConnectionPool[Any]
+) -> AsyncIterator[httpx.AsyncClient]:
+    async with server.client() as c:
+        yield c
+
+
+@pytest.fixture
+async def session_id(client: httpx.AsyncClient, server: LiveServer) -> str:
+    created = await client.post("/threads", headers=server.headers(NOAH))
+    assert created.status_code == 201
+    return str(created.json()["id"])
+
+
+def cursor_of(value: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def assert_validation_error(response: httpx.Response) -> None:
+    assert response.status_code == 422, response.text
+    assert set(response.json()["error"]) == {"code", "message"}
+
+
+class TestControlCharacters:
+    @pytest.mark.parametrize(
+        "path",
+        [
+            "/threads/{sid}/state?checkpoint_id=%00",
+            "/threads/{sid}/state?checkpoint_id=abc%00def",
+            "/threads/{sid}/history?before=%00",
+            "/threads?cursor=%00",
+            "/help?q=%00",
+            "/help?q=refund%00",
+        ],
+    )
+    async def test_nul_in_a_query_parameter_is_422(
+        self, client: httpx.AsyncClient, server: LiveServer, session_id: str, path: str
+    ) -> None:
+        response = await client.get(path.format(sid=session_id), headers=server.headers(NOAH))
+        assert_validation_error(response)
+
+    async def test_a_cursor_that_decodes_to_nul_is_422(
+        self, client: httpx.AsyncClient, server: LiveServer
+    ) -> None:
+        cursor = cursor_of(["2026-01-01T00:00:00+00:00", "\x00"])
+        response = await client.get(f"/threads?cursor={cursor}", headers=server.headers(NOAH))
+        assert_validation_error(response)
+
+    @pytest.mark.parametrize(
+        ("path", "body"),
+        [
+            ("/threads/{sid}/rewind", {"checkpoint_id": "\x00"}),
+            ("/threads/{sid}/rewind", {"message_id": "id\x00"}),
+            ("/threads/{sid}/messages", {"content": "hello\x00"}),
+            ("/threads/{sid}/messages", {"content": "hi", "client_message_id": "a\x00"}),
+        ],
+    )
+    async def test_nul_in_a_body_field_is_422(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        session_id: str,
+        path: str,
+        body: dict[str, str],
+    ) -> None:
+        response = await client.post(
+            path.format(sid=session_id), json=body, headers=server.headers(NOAH)
+        )
+        assert_validation_error(response)
+
+    async def test_newlines_and_tabs_in_free_text_are_accepted(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        session_id: str,
+        model_server: ScriptedModelServer,
+    ) -> None:
+        model_server.use(Script([Reply.say("Noted.")]))
+        posted = await client.post(
+            f"/threads/{session_id}/messages",
+            json={"content": "line one\n\tline two\r\n"},
+            headers=server.headers(NOAH),
+        )
+        assert posted.status_code == 200, posted.text
+        assert posted.json()["messages"][0]["content"] == "line one\n\tline two\r\n"
+        found = await client.get("/help?q=refund%0Atiming%09gift")
+        assert found.status_code == 200
