@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit browser-deps bench clean install
+.PHONY: run test lint typecheck unit browser-deps fault-deps bench clean install
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,10 +28,15 @@ typecheck: $(STAMP)
 browser-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
+# Fault tests (tests/faults/) run Debian's PgBouncer in front of a private cluster; install
+# it when missing. The tests start their own on free ports, never the package's service.
+fault-deps:
+	@test -x /usr/sbin/pgbouncer || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null)
+
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests
 
-test: lint typecheck browser-deps unit
+test: lint typecheck browser-deps fault-deps unit
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
