@@ -27,7 +27,11 @@ async def _reject(send: Send, status: int, code: str, message: str) -> None:
 
 
 class BodyLimit:
-    """413 for bodies over the cap, whether announced by Content-Length or streamed."""
+    """413 for bodies over the cap, whether announced by Content-Length or sent chunked.
+
+    A chunked body is read here, up to the cap, before the app sees it: a limit raised from
+    inside `receive` reaches FastAPI's body parser, which turns every error into a 400.
+    """
 
     def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
         self.app = app
@@ -39,32 +43,44 @@ class BodyLimit:
             return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            await _reject(
-                send, 413, "payload_too_large", f"request bodies are limited to {self.limit} bytes"
-            )
-            return
-        seen = 0
+        if length is not None:
+            # the server delivers no more than Content-Length bytes
+            if length.isdigit() and int(length) > self.limit:
+                await self._too_large(send)
+                return
+        elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+            body = bytearray()
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                body += message.get("body", b"")
+                if len(body) > self.limit:
+                    await self._too_large(send)
+                    return
+                more = message.get("more_body", False)
+            receive = _replay(bytes(body), receive)
+        await self.app(scope, receive, send)
 
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise BodyTooLarge()
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except BodyTooLarge:
-            await _reject(
-                send, 413, "payload_too_large", f"request bodies are limited to {self.limit} bytes"
-            )
+    async def _too_large(self, send: Send) -> None:
+        await _reject(
+            send, 413, "payload_too_large", f"request bodies are limited to {self.limit} bytes"
+        )
 
 
-class BodyTooLarge(Exception):
-    pass
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body read ahead, as one message; then the server's own (a disconnect)."""
+    pending = True
+
+    async def replayed() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 class RequestId:

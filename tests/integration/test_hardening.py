@@ -114,3 +114,35 @@ class TestControlCharacters:
         assert posted.json()["messages"][0]["content"] == "line one\n\tline two\r\n"
         found = await client.get("/help?q=refund%0Atiming%09gift")
         assert found.status_code == 200
+
+
+class TestBodyLimit:
+    async def test_a_chunked_body_over_64_kib_is_413(
+        self, client: httpx.AsyncClient, server: LiveServer, session_id: str
+    ) -> None:
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(70):
+                yield b"x" * 1024
+
+        response = await client.post(
+            f"/threads/{session_id}/messages",
+            content=chunks(),
+            headers={**server.headers(NOAH), **JSON},
+        )
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "payload_too_large"
+
+    async def test_a_chunked_body_under_the_limit_is_read(
+        self, client: httpx.AsyncClient, server: LiveServer, session_id: str
+    ) -> None:
+        async def chunks() -> AsyncIterator[bytes]:
+            yield b'{"checkpoint_id":'
+            yield b' "nope"}'
+
+        response = await client.post(
+            f"/threads/{session_id}/rewind",
+            content=chunks(),
+            headers={**server.headers(NOAH), **JSON},
+        )
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "checkpoint_not_found"
