@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 64 * 1024
+# A client's X-Request-Id goes into every log line and back into the response: only a short
+# token of safe characters is kept, anything else is replaced by a generated id.
+REQUEST_ID_RE = re.compile(rb"[A-Za-z0-9._-]{1,64}")
 
 
 async def _reject(send: Send, status: int, code: str, message: str) -> None:
@@ -92,8 +96,9 @@ class RequestId:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        incoming = headers.get(b"x-request-id", b"").decode("latin-1")
-        request_id = incoming if 0 < len(incoming) <= 64 else uuid.uuid4().hex
+        incoming = headers.get(b"x-request-id", b"")
+        safe = REQUEST_ID_RE.fullmatch(incoming) is not None
+        request_id = incoming.decode("ascii") if safe else uuid.uuid4().hex
 
         async def with_header(message: Message) -> None:
             if message["type"] == "http.response.start":

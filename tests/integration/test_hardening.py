@@ -146,3 +146,21 @@ class TestBodyLimit:
         )
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "checkpoint_not_found"
+
+
+class TestRequestId:
+    async def test_a_safe_request_id_is_echoed(self, client: httpx.AsyncClient) -> None:
+        response = await client.get("/healthz", headers={"X-Request-Id": "abc.DEF_1-2"})
+        assert response.headers["x-request-id"] == "abc.DEF_1-2"
+
+    @pytest.mark.parametrize(
+        "hostile",
+        ["<script>alert(1)</script>", "a b", "x" * 65, "id;rm", "caf\u00e9", "a\tb"],
+    )
+    async def test_an_unsafe_request_id_is_replaced(
+        self, client: httpx.AsyncClient, hostile: str
+    ) -> None:
+        response = await client.get("/healthz", headers=[("X-Request-Id", hostile.encode("utf-8"))])
+        echoed = response.headers["x-request-id"]
+        assert echoed != hostile
+        assert len(echoed) == 32 and echoed.isalnum()
