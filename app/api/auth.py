@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ ALGORITHM = "HS256"
 # threads (thread ids are keyed by subject). Guest subjects carry this prefix; customer
 # subjects never do.
 GUEST_PREFIX = "guest-"
+# The longest lifetime a token may have: issue_token refuses more, and verify_token refuses a
+# token whose `exp` lies further ahead (a signed `exp: 1e300` must not mean "never").
+MAX_TOKEN_TTL_S = 30 * 24 * 3600
 
 
 def subject_matches_role(user_id: str, role: str) -> bool:
@@ -34,6 +38,8 @@ def issue_token(secret: str, user_id: str, *, role: Role = "customer", ttl_s: in
         raise ValueError("user id must be 1-128 characters of A-Z a-z 0-9 _ . @ -")
     if not subject_matches_role(user_id, role):
         raise ValueError(f"guest ids (and only guest ids) start with {GUEST_PREFIX!r}")
+    if ttl_s > MAX_TOKEN_TTL_S:
+        raise ValueError(f"a token's lifetime is at most {MAX_TOKEN_TTL_S} seconds (30 days)")
     now = int(time.time())
     claims = {"sub": user_id, "role": role, "iat": now, "exp": now + ttl_s}
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
@@ -42,14 +48,15 @@ def issue_token(secret: str, user_id: str, *, role: Role = "customer", ttl_s: in
 def verify_token(secret: str, token: str) -> Principal:
     try:
         claims = jwt.decode(
-            token, secret, algorithms=[ALGORITHM], options={"require": ["sub", "exp"]}
+            token, secret, algorithms=[ALGORITHM], options={"require": ["sub", "role", "exp"]}
         )
     except jwt.ExpiredSignatureError:
         raise Unauthorized("the token has expired") from None
     except jwt.PyJWTError:
         raise Unauthorized("the token is malformed or badly signed") from None
-    sub = claims.get("sub")
-    role = claims.get("role", "customer")
+    _check_expiry(claims["exp"])
+    sub = claims["sub"]
+    role = claims["role"]
     if not isinstance(sub, str) or not SUBJECT_RE.fullmatch(sub):
         raise Unauthorized("the token's subject is not a valid user id")
     if role not in ("customer", "guest"):
@@ -57,6 +64,14 @@ def verify_token(secret: str, token: str) -> Principal:
     if not subject_matches_role(sub, role):
         raise Unauthorized("the token's subject does not match its role")
     return Principal(user_id=sub, role=role)
+
+
+def _check_expiry(exp: object) -> None:
+    # PyJWT takes anything int() accepts: "1700000000", True, 1e300.
+    if isinstance(exp, bool) or not isinstance(exp, int | float) or not math.isfinite(exp):
+        raise Unauthorized("the token's exp must be a number of seconds since the epoch")
+    if exp > time.time() + MAX_TOKEN_TTL_S + 60:  # a minute's grace for the issuer's clock
+        raise Unauthorized("the token's lifetime is longer than the service accepts")
 
 
 def bearer_token(authorization: str | None) -> str:
