@@ -47,6 +47,24 @@ class Settings(BaseSettings):
     jwt_secret: SecretStr = SecretStr(DEV_SECRET)
     jwt_default_ttl_s: int = 3600
 
+    # Guest identity: a guest becomes a customer only by typing back a one-time code sent to
+    # the customer's registered email (app/notify). Every message is recorded in the `outbox`
+    # table. notify_sender: log (dev: the outbox row and the log are the delivery), webhook
+    # (POST {to, subject, body} as JSON to notify_webhook_url) or smtp (via smtp_host).
+    notify_sender: Literal["log", "webhook", "smtp"] = "log"
+    notify_webhook_url: str | None = None
+    notify_webhook_token: SecretStr | None = None  # sent as "Authorization: Bearer ..."
+    smtp_host: str | None = None
+    smtp_port: int = 587
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_from: str = "no-reply@example.com"
+    smtp_starttls: bool = True
+    identity_code_ttl_s: int = Field(default=600, ge=60)
+    identity_code_max_attempts: int = Field(default=5, ge=1)
+    # Codes per hour for one guest, and sent per hour to one customer.
+    identity_codes_per_hour: int = Field(default=5, ge=1)
+
     write_confirmation: Literal["required", "off"] = "required"
     # native: the model's own tool calling; react: a text Thought/Action protocol for models
     # without it (small local models behind Ollama or llama.cpp).

@@ -20,6 +20,7 @@ from app.db.embedded import database_url
 from app.db.pool import open_pool
 from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
+from app.notify.codes import open_identity_codes
 from app.runs.archive import PgTranscriptArchive
 from app.runs.inspect import ThreadInspector
 from app.runs.locks import ThreadLocks
@@ -70,7 +71,8 @@ async def build_services(
         label = settings.llm_model
         if model is None:
             model, label = await _chat_model(settings, stack)
-        tools = build_tools(pool)
+        identity_codes = await stack.enter_async_context(open_identity_codes(settings, pool))
+        tools = build_tools(pool, identity_codes)
         archive = PgTranscriptArchive(pool)
         graph = build_graph(
             model=model,

@@ -1,4 +1,5 @@
-"""Identity tools: find and verify the customer, read and change their profile."""
+"""Identity tools: locate the customer, prove a guest is that customer, read and change
+their profile, and the one status-only order lookup a guest may make unverified."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import Field
 
 from app.db.repository import ShopRepository
+from app.notify.codes import IdentityCodes
 from app.tools.base import make_tool
+from app.tools.jsontext import compact_json
 from app.tools.order_actions import user_address_action
 from app.tools.render import customer_json
 from app.tools.scope import (
@@ -30,12 +33,59 @@ ALREADY_VERIFIED = (
     "Error: this conversation is already verified for one customer; it cannot serve another. "
     "Continue with the verified customer, or transfer to a human agent."
 )
-AMBIGUOUS = "Error: more than one customer matches; ask for the customer's email address instead."
+# The one answer a guest's lookup gets, whether it matched a customer or not.
+CODE_SENT = (
+    "Verification started: if these details match a customer, a {digits}-digit code is on its "
+    "way to the email address on that account (valid {minutes} minutes). Ask the customer to "
+    "type the code, then call confirm_identity with it. Share nothing about any account until "
+    "confirm_identity returns a user id."
+)
+TOO_MANY_CODES = (
+    "Error: too many verification codes were asked for; no new code was sent. The customer "
+    "can use the last code, try again in an hour, or be transferred to a human agent."
+)
+WRONG_CODE = (
+    "Not verified: that code is not correct; {left} attempt(s) left. Ask the customer to "
+    "check the code in the email and type it again."
+)
+NO_ATTEMPTS = (
+    "Not verified: that code is not correct and no attempts are left. To try again, look the "
+    "customer up again (find_user_id_by_email or find_user_id_by_name_zip) to send a new code."
+)
+NO_CODE = (
+    "Not verified: this conversation has no active code (none was sent, it expired, or it "
+    "was used up). Look the customer up again (find_user_id_by_email or "
+    "find_user_id_by_name_zip) to send a new one."
+)
+NO_CODE_NEEDED = "The customer is already verified as user id {user_id}; no code is needed."
+NO_ORDER_MATCH = "Error: no order matches that order id and email address."
 
 MAX_ADDRESS_CHARS = 200
+MAX_EMAIL_CHARS = 254
 
 UserId = Annotated[
     str, Field(max_length=MAX_ID_CHARS, description="The user id, such as 'sara_doe_496'.")
+]
+Email = Annotated[
+    str,
+    Field(
+        max_length=MAX_EMAIL_CHARS,
+        description="The email of the user, such as 'something@example.com'.",
+    ),
+]
+Code = Annotated[
+    str,
+    Field(
+        max_length=32,
+        description="The code exactly as the customer typed it, such as '123456'.",
+    ),
+]
+OrderId = Annotated[
+    str,
+    Field(
+        max_length=MAX_ID_CHARS,
+        description="The order id, such as '#W0000000'. Be careful: it starts with a '#'.",
+    ),
 ]
 Address1 = Annotated[
     str,
@@ -63,41 +113,49 @@ Zip = Annotated[
 ]
 
 
-def bind_customer(runtime: Runtime, tool_name: str, matches: list[str]) -> str | Command[Any]:
-    """Verify the conversation's customer from a lookup's matches (one customer per thread)."""
-    bound = conversation_customer(runtime)
-    if bound is not None:
-        if bound not in matches:
-            return ALREADY_VERIFIED
-        found = bound
-    elif not matches:
-        return USER_NOT_FOUND
-    elif len(matches) > 1:
-        return AMBIGUOUS
-    else:
-        found = matches[0]
-    message = ToolMessage(content=found, tool_call_id=runtime.tool_call_id or "", name=tool_name)
-    return Command(update={"verified_user_id": found, "messages": [message]})
+def verified(runtime: Runtime, tool_name: str, user_id: str) -> Command[Any]:
+    """The conversation's customer, written to state (only the identity tools do this)."""
+    message = ToolMessage(content=user_id, tool_call_id=runtime.tool_call_id or "", name=tool_name)
+    return Command(update={"verified_user_id": user_id, "messages": [message]})
 
 
-def identity_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
-    async def find_user_id_by_email(
-        email: Annotated[
-            str, Field(description="The email of the user, such as 'something@example.com'.")
-        ],
-        runtime: Runtime,
-    ) -> str | Command[Any]:
-        """Find the user id by email, and verify that customer for this conversation.
+def only_said(runtime: Runtime, tool_name: str, text: str) -> Command[Any]:
+    """A result as a Command: never served from the tool cache, so each call is checked."""
+    message = ToolMessage(content=text, tool_call_id=runtime.tool_call_id or "", name=tool_name)
+    return Command(update={"messages": [message]})
 
-        Use this first to authenticate a customer, even if they already told you their user
-        id. Returns the user id, or an error if no user has this email. A conversation serves
-        one customer: once verified, a lookup of anyone else fails.
-        """
-        if context_of(runtime) is None:
+
+def identity_read_tools(pool: AsyncConnectionPool[Any], codes: IdentityCodes) -> list[BaseTool]:
+    code_sent = CODE_SENT.format(digits=6, minutes=codes.policy.minutes)
+
+    async def located(runtime: Runtime, tool_name: str, matches: list[str]) -> str | Command[Any]:
+        """A verified conversation resolves only to its own customer. A guest's lookup
+        starts a code, and answers the same whatever it matched."""
+        context = context_of(runtime)
+        if context is None:
             return USER_NOT_FOUND
+        bound = conversation_customer(runtime)
+        if bound is not None:
+            return verified(runtime, tool_name, bound) if bound in matches else ALREADY_VERIFIED
+        started = await codes.start(
+            thread_id=context.thread_id,
+            requested_by=context.user_id,
+            customer_id=matches[0] if len(matches) == 1 else None,
+        )
+        return code_sent if started else TOO_MANY_CODES
+
+    async def find_user_id_by_email(email: Email, runtime: Runtime) -> str | Command[Any]:
+        """Find the customer by email. Use this first, even if they told you their user id.
+
+        For a signed-in or verified customer, returns their user id. For a guest, it starts
+        verification: a one-time code is emailed to the address on the account, and the
+        answer is the same whether or not the email belongs to anyone. Then ask the customer
+        for the code and call confirm_identity. A conversation serves one customer: once
+        verified, a lookup of anyone else fails.
+        """
         async with read_snapshot(pool) as conn:
             matches = await ShopRepository(conn).find_customer_ids_by_email(email)
-        return bind_customer(runtime, "find_user_id_by_email", matches)
+        return await located(runtime, "find_user_id_by_email", matches)
 
     async def find_user_id_by_name_zip(
         first_name: Annotated[
@@ -109,18 +167,38 @@ def identity_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
         zip: Annotated[str, Field(description="The zip code of the customer, such as '12345'.")],
         runtime: Runtime,
     ) -> str | Command[Any]:
-        """Find the user id by first name, last name and zip code, and verify that customer.
+        """Find the customer by first name, last name and zip code.
 
         Look customers up by email first (find_user_id_by_email); use this only when they
-        cannot be found by email or do not remember it. Returns the user id, or an error if
-        nobody matches. Once a customer is verified, a lookup of anyone else fails.
+        cannot be found by email or do not remember it. Works like find_user_id_by_email:
+        for a guest it starts verification with a code emailed to the address on the
+        account. Once a customer is verified, a lookup of anyone else fails.
         """
-        if context_of(runtime) is None:
-            return USER_NOT_FOUND
         async with read_snapshot(pool) as conn:
             repo = ShopRepository(conn)
             matches = await repo.find_customer_ids_by_name_zip(first_name, last_name, zip)
-        return bind_customer(runtime, "find_user_id_by_name_zip", matches)
+        return await located(runtime, "find_user_id_by_name_zip", matches)
+
+    async def confirm_identity(code: Code, runtime: Runtime) -> str | Command[Any]:
+        """Finish verifying a guest with the one-time code that find_user_id_by_email (or
+        find_user_id_by_name_zip) emailed to the customer.
+
+        Call it only with a code the customer typed in this conversation; never guess one.
+        Returns the verified user id, or "Not verified: ..." with what to do next.
+        """
+        context = context_of(runtime)
+        if context is None:
+            return USER_NOT_FOUND
+        bound = conversation_customer(runtime)
+        if bound is not None:
+            return NO_CODE_NEEDED.format(user_id=bound)
+        check = await codes.confirm(thread_id=context.thread_id, code=code)
+        if check.customer_id is not None:
+            return verified(runtime, "confirm_identity", check.customer_id)
+        if not check.active:
+            return only_said(runtime, "confirm_identity", NO_CODE)
+        text = WRONG_CODE.format(left=check.attempts_left) if check.attempts_left else NO_ATTEMPTS
+        return only_said(runtime, "confirm_identity", text)
 
     async def get_user_details(user_id: UserId, runtime: Runtime) -> str:
         """Get the details of the verified customer: name, default address, email, payment
@@ -140,10 +218,31 @@ def identity_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
             return f"Error: {user_not_found(user_id)}"
         return customer_json(customer)
 
+    async def get_order_status(order_id: OrderId, email: Email, runtime: Runtime) -> str:
+        """Only the status of one order, for anyone who gives both its order id and the
+        email address on its account, as a "track my order" page does: no verification.
+
+        Returns {"order_id", "status"} and nothing else, or the same "no match" error
+        whether the order does not exist or the email is not its customer's. For the
+        order's details or any change, verify the customer and use get_order_details.
+        """
+        async with read_snapshot(pool) as conn:
+            cur = await conn.execute(
+                "SELECT o.id, o.status FROM orders o JOIN customers c ON c.id = o.customer_id "
+                "WHERE o.id = %s AND lower(c.email) = lower(%s)",
+                (order_id.strip(), email.strip()),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return NO_ORDER_MATCH
+        return compact_json({"order_id": row["id"], "status": row["status"]})
+
     return [
         make_tool("find_user_id_by_email", find_user_id_by_email),
         make_tool("find_user_id_by_name_zip", find_user_id_by_name_zip),
+        make_tool("confirm_identity", confirm_identity),
         make_tool("get_user_details", get_user_details),
+        make_tool("get_order_status", get_order_status),
     ]
 
 

@@ -9,6 +9,7 @@ from langchain_core.tools import BaseTool
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.writes import recorded_outcome
+from app.notify.codes import IdentityCodes, default_identity_codes
 from app.tools.delivered import delivered_write_tools
 from app.tools.handoff import handoff_write_tools
 from app.tools.help import help_read_tools
@@ -45,8 +46,13 @@ class ToolSet:
         return [*self.read, *self.write]
 
 
-def build_tools(pool: AsyncConnectionPool[Any]) -> ToolSet:
-    read = [*identity_read_tools(pool), *order_read_tools(pool), *product_read_tools(pool)]
+def build_tools(
+    pool: AsyncConnectionPool[Any], identity_codes: IdentityCodes | None = None
+) -> ToolSet:
+    """`identity_codes` sends guests their one-time codes; the lifespan passes the configured
+    one, and without it codes only reach the outbox and the log."""
+    codes = identity_codes or default_identity_codes(pool)
+    read = [*identity_read_tools(pool, codes), *order_read_tools(pool), *product_read_tools(pool)]
     read += [*arithmetic_tools(), *help_read_tools(pool), *memory_tools()]
     write = [
         *order_write_tools(pool),

@@ -1,5 +1,6 @@
 """Who the conversation serves, decided by the server: the token's customer, or the customer
-the identity tools verified. Never a tool argument the model wrote."""
+a guest proved to be with a one-time code (confirm_identity). Never a tool argument the
+model wrote, and never an email or name the guest merely knew."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ Runtime = ToolRuntime[AgentContext, Any]
 NOT_VERIFIED = (
     "Error: the customer's identity is not verified yet. Ask for their email address (or "
     "first name, last name and zip code) and call find_user_id_by_email (or "
-    "find_user_id_by_name_zip) first."
+    "find_user_id_by_name_zip) to email them a code, then confirm_identity with the code "
+    "they type."
 )
 NO_CONTEXT = "Error: this conversation has no session; nothing was done."
 MAX_ECHO = 64

@@ -29,6 +29,7 @@ from tests.integration.agent_harness import (
     load_small_shop,
     make_graph,
 )
+from tests.integration.test_guest_identity import emailed_code
 
 PENDING_ORDER = "#W2611340"  # noah_brown_6181, paid 32.00 by paypal_5727330
 OTHER_CUSTOMERS_ORDER = "#W5490111"  # mia_garcia_4516
@@ -446,9 +447,11 @@ class TestRobustness:
 
 
 class TestGuestIdentity:
-    async def test_guest_is_blocked_until_verified_then_bound_to_one_customer(
+    async def test_guest_is_blocked_until_the_code_then_bound_to_one_customer(
         self, shop: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
     ) -> None:
+        """Under the old rules the email lookup alone verified the guest; now it sends a code
+        and the guest is served only once the code is confirmed."""
         conv = Conversation(make_graph(shop, model_server, settings), settings)
         conv.user_id, conv.role = "guest-1", "guest"
         model_server.use(
@@ -457,16 +460,32 @@ class TestGuestIdentity:
                     Reply.call("get_order_details", order_id=PENDING_ORDER),
                     Reply.call("find_user_id_by_email", email="noah.brown7922@example.com"),
                     Reply.call("get_order_details", order_id=PENDING_ORDER),
+                    Reply.say("Please type the code we emailed you."),
+                ]
+            )
+        )
+        values = await conv.say("what about my order?")
+        before, lookup, still_before = tool_messages(values)
+        assert str(before.content).startswith("Error:")
+        assert "pending" not in str(before.content)  # reveals nothing about the order
+        assert str(lookup.content).startswith("Verification started:")
+        assert str(still_before.content).startswith("Error:")
+        assert values.get("verified_user_id") is None
+
+        code = await emailed_code(shop, "noah.brown7922@example.com")
+        model_server.use(
+            Script(
+                [
+                    Reply.call("confirm_identity", code=code),
+                    Reply.call("get_order_details", order_id=PENDING_ORDER),
                     Reply.call("find_user_id_by_email", email="mia.garcia2723@example.com"),
                     Reply.call("get_order_details", order_id=OTHER_CUSTOMERS_ORDER),
                     Reply.say("Done."),
                 ]
             )
         )
-        values = await conv.say("what about my order?")
-        before, verify, after, switch, other = tool_messages(values)
-        assert str(before.content).startswith("Error:")
-        assert "pending" not in str(before.content)  # reveals nothing about the order
+        values = await conv.say(code)
+        verify, after, switch, other = tool_messages(values)[-4:]
         assert verify.content == "noah_brown_6181"
         assert json.loads(str(after.content))["status"] == "pending"
         assert str(switch.content).startswith("Error:")

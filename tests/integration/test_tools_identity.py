@@ -16,6 +16,7 @@ from app.agent.state import AgentState
 from app.tools.registry import build_tools
 from app.tools.scope import NOT_VERIFIED
 from tests import factories as f
+from tests.integration.test_guest_identity import emailed_code
 
 SARA, BOB = "sara_doe_496", "bob_lee_1"
 MISSING_ORDER = "Error: order #W0000009 was not found for this customer."
@@ -44,12 +45,26 @@ async def run(tool: BaseTool, runtime: Any, **args: Any) -> Any:
 
 
 class TestGuestVerification:
-    async def test_email_lookup_verifies_and_returns_the_user_id(
-        self, tools: dict[str, BaseTool]
+    """Under the old rules an email lookup verified a guest; now it only sends a code (the
+    code flow itself: tests/integration/test_guest_identity.py)."""
+
+    async def test_email_lookup_by_a_guest_sends_a_code_and_verifies_nothing(
+        self, db: AsyncConnectionPool[Any], tools: dict[str, BaseTool]
     ) -> None:
         result = await run(
             tools["find_user_id_by_email"], f.tool_runtime(), email="BOB@example.com"
         )
+        assert not isinstance(result, Command)  # no verified_user_id written
+        assert f.text_of(result).startswith("Verification started:")
+        assert BOB not in f.text_of(result)
+        assert len(await emailed_code(db, "Bob@Example.com")) == 6
+
+    async def test_email_lookup_then_code_verifies_and_returns_the_user_id(
+        self, db: AsyncConnectionPool[Any], tools: dict[str, BaseTool]
+    ) -> None:
+        await run(tools["find_user_id_by_email"], f.tool_runtime(), email="BOB@example.com")
+        code = await emailed_code(db, "Bob@Example.com")
+        result = await run(tools["confirm_identity"], f.tool_runtime(), code=code)
         assert isinstance(result, Command)
         assert result.update["verified_user_id"] == BOB  # type: ignore[index]
         [message] = result.update["messages"]  # type: ignore[index]
@@ -57,24 +72,29 @@ class TestGuestVerification:
         assert (message.content, message.tool_call_id, message.name) == (
             BOB,
             "call_1",
-            "find_user_id_by_email",
+            "confirm_identity",
         )
 
-    async def test_name_zip_lookup_is_case_insensitive(self, tools: dict[str, BaseTool]) -> None:
-        result = await run(
+    async def test_name_zip_lookup_is_case_insensitive(
+        self, db: AsyncConnectionPool[Any], tools: dict[str, BaseTool]
+    ) -> None:
+        await run(
             tools["find_user_id_by_name_zip"],
             f.tool_runtime(),
             first_name="sara",
             last_name="DOE",
             zip="78701",
         )
+        code = await emailed_code(db, "sara.doe@example.com")
+        result = await run(tools["confirm_identity"], f.tool_runtime(), code=code)
         assert f.text_of(result) == SARA
 
-    async def test_unknown_email_is_not_found(self, tools: dict[str, BaseTool]) -> None:
-        result = await run(tools["find_user_id_by_email"], f.tool_runtime(), email="x@y.z")
-        assert f.text_of(result) == "Error: user not found"
+    async def test_unknown_email_reads_like_a_known_one(self, tools: dict[str, BaseTool]) -> None:
+        known = await run(tools["find_user_id_by_email"], f.tool_runtime(), email="bob@example.com")
+        unknown = await run(tools["find_user_id_by_email"], f.tool_runtime(), email="x@y.z")
+        assert f.text_of(unknown) == f.text_of(known)
 
-    async def test_ambiguous_name_zip_asks_for_email(
+    async def test_ambiguous_name_zip_reads_like_a_match_and_sends_nothing(
         self, db: AsyncConnectionPool[Any], tools: dict[str, BaseTool]
     ) -> None:
         twin = f.customer("sara_doe_2", email="other@example.com", payment_methods=())
@@ -86,7 +106,8 @@ class TestGuestVerification:
             last_name="Doe",
             zip="78701",
         )
-        assert f.text_of(result).startswith("Error: more than one customer matches")
+        assert f.text_of(result).startswith("Verification started:")
+        assert await f.rows(db, "SELECT * FROM outbox") == []
 
     async def test_verified_guest_cannot_switch_to_another_customer(
         self, tools: dict[str, BaseTool]
@@ -226,8 +247,8 @@ class TestUserDetailsAndAddress:
 
 
 class TestThroughAToolNodeGraph:
-    async def test_guest_is_verified_then_served_only_their_orders(
-        self, tools: dict[str, BaseTool]
+    async def test_guest_is_verified_by_code_then_served_only_their_orders(
+        self, db: AsyncConnectionPool[Any], tools: dict[str, BaseTool]
     ) -> None:
         graph = StateGraph(AgentState, context_schema=AgentContext)
         graph.add_node("tools", ToolNode(list(tools.values())))
@@ -248,6 +269,11 @@ class TestThroughAToolNodeGraph:
         lookup = ask(("find_user_id_by_email", {"email": "sara.doe@example.com"}))
         start: AgentState = {"messages": [HumanMessage("hi", id="h1"), lookup]}
         state = await app.ainvoke(start, context=context)
+        assert state.get("verified_user_id") is None  # knowing the email proves nothing
+        confirm = ask(
+            ("confirm_identity", {"code": await emailed_code(db, "sara.doe@example.com")})
+        )
+        state = await app.ainvoke({"messages": [*state["messages"], confirm]}, context=context)
         assert state["verified_user_id"] == SARA
         assert state["messages"][-1].content == SARA
 
