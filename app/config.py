@@ -87,6 +87,12 @@ class Settings(BaseSettings):
     reflection_every: int = Field(default=5, ge=0)  # 0 disables the reflection note
 
     sse_heartbeat_s: float = 15.0
+    # One writer per thread (app/runs/leases.py): a claim lasts this long unless its owner
+    # renews it (every third of it). After a process dies, its threads answer 409
+    # thread_busy for at most this long.
+    thread_lease_ttl_s: float = Field(default=15.0, gt=0.2, le=600)
+    # A whole turn (every model call and tool of it) ends with `error` + `done` after this.
+    turn_deadline_s: float = Field(default=300.0, gt=0)
     # Allocations between first-generation collections, set (with a freeze of the startup
     # heap) once the service has started; 0 keeps Python's defaults. See app/gc_tuning.py.
     gc_gen0_threshold: int = Field(default=10_000, ge=0)

@@ -23,7 +23,7 @@ from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.runs.archive import PgTranscriptArchive
 from app.runs.inspect import ThreadInspector
-from app.runs.locks import ThreadLocks
+from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
 from app.tools.registry import PostgresWriteLedger, build_tools
@@ -65,9 +65,9 @@ async def build_services(
         stack.push_async_callback(pool.close)
         checkpointer = PostgresCheckpointer(pool)
         store = AsyncPostgresStore(pool)
-        locks = ThreadLocks(url)
-        await locks.open()
-        stack.push_async_callback(locks.close)
+        leases = ThreadLeases(pool, ttl_s=settings.thread_lease_ttl_s)
+        await leases.open()
+        stack.push_async_callback(leases.close)
         label = settings.llm_model
         if model is None:
             model, label = await _chat_model(settings, stack)
@@ -86,13 +86,13 @@ async def build_services(
         )
         repo = RunRepository(pool)
         metrics = Metrics()
-        runs = RunService(graph, settings, locks, repo, metrics)
+        runs = RunService(graph, settings, leases, repo, metrics)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         yield Services(
             settings=settings,
             pool=pool,
             runs=runs,
-            inspector=ThreadInspector(graph, locks, repo, archive),
+            inspector=ThreadInspector(graph, leases, repo, archive),
             repo=repo,
             store=store,
             metrics=metrics,

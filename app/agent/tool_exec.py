@@ -26,6 +26,7 @@ from app.agent.ports import WriteLedger
 from app.agent.routing import INVALID_ARGS_KEY, blocked_calls, is_failure, last_ai
 from app.agent.state import AgentState
 from app.config import Settings
+from app.fencing import LeaseLost
 
 log = structlog.get_logger(__name__)
 
@@ -203,6 +204,8 @@ class WriteNodes:
         )
         try:
             output = await tool.ainvoke(invocation, config)
+        except LeaseLost:
+            raise  # the run lost its thread: it ends, no observation for the model
         except Exception as error:  # a tool must never break the run
             content = handle_tool_error(error)
             return [

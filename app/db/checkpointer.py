@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -45,6 +46,8 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
+from app.db.leases import fence, is_lease_lost
+from app.fencing import LeaseLost, current_lease
 from app.jsonbytes import json_bytes
 
 _INLINE_TYPES = (str, int, float, bool)
@@ -191,9 +194,22 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         grouped: dict[str, list[Any]] = {}
         for query, rows in batches:
             grouped.setdefault(query, []).extend(rows)
-        async with self._cursor(pipeline=True) as cur:
-            for query, rows in grouped.items():
-                await cur.executemany(query, rows)
+        if current_lease.get() is None:
+            async with self._cursor(pipeline=True) as cur:
+                for query, rows in grouped.items():
+                    await cur.executemany(query, rows)
+            return
+        # A run's store: fenced, so the rows commit only while its lease is its own, and
+        # all together (still one round trip: the pipeline carries BEGIN and COMMIT too).
+        try:
+            async with self._cursor(pipeline=True) as cur, cur.connection.transaction():
+                await fence(cur)
+                for query, rows in grouped.items():
+                    await cur.executemany(query, rows)
+        except psycopg.Error as error:
+            if is_lease_lost(error):
+                raise LeaseLost(str(current_lease.get())) from None
+            raise
 
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         thread_id, checkpoint_ns = value["thread_id"], value["checkpoint_ns"]

@@ -17,7 +17,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpointer import store_held
+from app.db.leases import fence
 from app.domain.errors import RuleViolation
+from app.fencing import LeaseLost
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +54,7 @@ async def execute_write(
         # stored, nothing is written: app/db/checkpointer.py).
         await store_held()
         async with pool.connection() as conn, conn.transaction():
+            await fence(conn)  # only while this run's claim on its thread is its own
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (idempotency_key,)
             )
@@ -70,6 +73,8 @@ async def execute_write(
             await record.insert_execution(conn, outcome)
             await record.insert_audit(conn, outcome)
             return outcome
+    except LeaseLost:
+        raise  # another run holds the thread now: this one stops, nothing was written
     except Exception:
         log.exception("write failed", tool=tool_name, thread_id=thread_id)
         failed = WriteOutcome(False, UNEXPECTED_FAILURE)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -10,8 +13,9 @@ from langgraph.types import StateSnapshot
 from app.agent.graph import Graph
 from app.agent.model_view import text_of
 from app.errors import NotFound, ThreadBusy, thread_not_found
+from app.fencing import current_lease
 from app.runs.archive import PgTranscriptArchive
-from app.runs.locks import ThreadLocks
+from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
 from app.runs.views import message_view, shorten
 
@@ -32,12 +36,30 @@ def _checkpoint_id(config: RunnableConfig | None) -> str | None:
 
 class ThreadInspector:
     def __init__(
-        self, graph: Graph, locks: ThreadLocks, repo: RunRepository, archive: PgTranscriptArchive
+        self,
+        graph: Graph,
+        leases: ThreadLeases,
+        repo: RunRepository,
+        archive: PgTranscriptArchive,
     ) -> None:
         self.archive = archive
         self.graph = graph
-        self.locks = locks
+        self.leases = leases
         self.repo = repo
+
+    @asynccontextmanager
+    async def _holding(self, thread_id: str, what: str) -> AsyncIterator[None]:
+        """The thread's claim for one operation (as a run has it: nothing else writes the
+        thread meanwhile, and what the block commits is fenced)."""
+        claim = await self.leases.claim(thread_id, f"{what}-{uuid.uuid4()}")
+        if claim is None:
+            raise ThreadBusy()
+        token = current_lease.set(claim.lease)
+        try:
+            yield
+        finally:
+            current_lease.reset(token)
+            await self.leases.release(claim.lease)
 
     async def require_thread(self, thread_id: str) -> dict[str, Any]:
         row = await self.repo.thread(thread_id)
@@ -164,9 +186,7 @@ class ThreadInspector:
         message_id: str | None,
     ) -> dict[str, Any]:
         await self.require_thread(thread_id)
-        if not await self.locks.try_acquire(thread_id):
-            raise ThreadBusy()
-        try:
+        async with self._holding(thread_id, "rewind"):
             if message_id is not None:
                 checkpoint_id = await self._checkpoint_before_message(thread_id, message_id)
             target = await self.graph.aget_state(_config(thread_id, checkpoint_id))
@@ -183,17 +203,12 @@ class ThreadInspector:
             await self.repo.set_message_count(thread_id, count)
             # The same view GET /state gives: the whole transcript, not just the working list.
             return await self._view(snapshot, thread_id, session_id, role, user_id)
-        finally:
-            await self.locks.release(thread_id)
 
     async def delete(self, thread_id: str) -> None:
         await self.require_thread(thread_id)
-        if not await self.locks.try_acquire(thread_id):
-            raise ThreadBusy()
-        try:
+        # The lease row stays: its generation must never start again at 1 for this thread.
+        async with self._holding(thread_id, "delete"):
             checkpointer = self.graph.checkpointer
             if checkpointer is not None and not isinstance(checkpointer, bool):
                 await checkpointer.adelete_thread(thread_id)
             await self.repo.delete_thread(thread_id)
-        finally:
-            await self.locks.release(thread_id)

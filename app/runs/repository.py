@@ -102,17 +102,16 @@ class RunRepository:
             checkpoint_id = row["checkpoint_id"]
             return bool(row["started"]), str(checkpoint_id) if checkpoint_id else None
 
-    async def retry_abandoned(
-        self, run_id: str, thread_id: str, client_message_id: str
-    ) -> str | None:
-        """Give an abandoned run's client_message_id to a new run `run_id`, recorded as
-        running; returns the checkpoint it starts from. The abandoned run stays on record,
-        failed, without the id."""
+    async def retry_run(self, run_id: str, thread_id: str, client_message_id: str) -> str | None:
+        """Give the client_message_id of a run that failed or died to a new run `run_id`,
+        recorded as running; returns the checkpoint it starts from. The earlier run stays
+        on record, without the id (one still 'running' as 'abandoned')."""
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(
-                """UPDATE runs SET status = 'failed', finished_at = now(),
-                          client_message_id = NULL
-                   WHERE thread_id = %s AND client_message_id = %s AND status = 'running'""",
+                """UPDATE runs SET client_message_id = NULL,
+                          status = CASE WHEN status = 'running' THEN 'abandoned' ELSE status END,
+                          finished_at = coalesce(finished_at, now())
+                   WHERE thread_id = %s AND client_message_id = %s""",
                 (thread_id, client_message_id),
             )
             cur = await conn.execute(

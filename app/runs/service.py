@@ -27,9 +27,10 @@ from app.api.auth import Principal
 from app.config import Settings
 from app.db.checkpointer import run_batching
 from app.errors import Conflict, ThreadBusy
+from app.fencing import Lease, LeaseLost, current_lease
 from app.metrics import Metrics
 from app.runs.events import Event, TurnRecorder
-from app.runs.locks import ThreadLocks
+from app.runs.leases import Claim, ThreadLeases
 from app.runs.repository import RunRepository
 from app.runs.views import message_view, title_from
 
@@ -37,6 +38,22 @@ log = structlog.get_logger(__name__)
 
 MODEL_UNAVAILABLE = "The assistant's language model is unavailable right now; please retry shortly."
 INTERNAL = "Something went wrong while answering; the conversation is safe, please retry."
+SUPERSEDED = "Another reply took over this conversation; this one stopped before saving anything."
+DEADLINE = "The reply took too long and was stopped; the conversation is safe, please retry."
+# A retry of a client message whose run ended in one of these runs the turn (again); a
+# completed or interrupted one is replayed.
+RETRYABLE = ("running", "abandoned", "failed")
+# The id of the human message a client_message_id opens a turn with, the same on every
+# retry: the turn's idempotency keys (app/tools/idempotency.py) follow from it, so a write
+# a retried turn repeats is replayed from its record instead of running twice.
+MESSAGE_ID_NAMESPACE = uuid.UUID("6f0b7a44-5d2e-4c55-9d0e-7f3c1c1d2a90")
+
+
+def human_message_id(thread_id: str, client_message_id: str | None) -> str:
+    if client_message_id is None:
+        return str(uuid.uuid4())
+    return str(uuid.uuid5(MESSAGE_ID_NAMESPACE, f"{thread_id}\n{client_message_id}"))
+
 
 # Waits before each retry of recording a run's outcome: a blip of the database is outlived,
 # a longer outage only delays `done` by about a second before it is given up.
@@ -48,7 +65,11 @@ class Run:
     run_id: str
     thread_id: str
     session_id: str
+    lease: Lease | None = None
     start_checkpoint_id: str | None = None  # the checkpoint the run started from
+    lease_lost: bool = False
+    task: asyncio.Task[None] | None = None
+    in_graph: bool = False  # while the graph runs, a lost lease cancels it
     queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
     result: dict[str, Any] | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -74,19 +95,27 @@ class RunService:
         self,
         graph: Graph,
         settings: Settings,
-        locks: ThreadLocks,
+        leases: ThreadLeases,
         repo: RunRepository,
         metrics: Metrics,
     ) -> None:
         self.metrics = metrics
         self.graph = graph
         self.settings = settings
-        self.locks = locks
+        self.leases = leases
         self.repo = repo
         self._tasks: set[asyncio.Task[None]] = set()
 
     def config(self, thread_id: str) -> RunnableConfig:
         return run_config(thread_id, self.settings)
+
+    async def _claim(self, thread_id: str, session_id: str) -> tuple[Run, Claim]:
+        run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
+        claim = await self.leases.claim(thread_id, run.run_id)
+        if claim is None:
+            raise ThreadBusy()
+        run.lease = claim.lease
+        return run, claim
 
     async def post_message(
         self,
@@ -97,54 +126,81 @@ class RunService:
         client_message_id: str | None,
     ) -> Run | dict[str, Any]:
         """Start a turn. Returns the live run, or the recorded result of a retried message."""
-        if not await self.locks.try_acquire(thread_id):
-            # A retried message whose run is still going lands here too: busy either way.
-            raise ThreadBusy()
-        run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
+        run, claim = await self._claim(thread_id, session_id)
+        human = HumanMessage(content=content, id=human_message_id(thread_id, client_message_id))
         try:
             started, run.start_checkpoint_id = await self.repo.open_run(
                 run.run_id, thread_id, principal.user_id, session_id, client_message_id
             )
+            retrying = False
             if not started:  # this client_message_id already has a run
                 earlier = await self.repo.run_for_client_message(thread_id, client_message_id or "")
-                if earlier is not None and earlier["status"] == "running":
-                    # Still "running", yet its thread's lock was free: no live run holds it, so
-                    # the process died mid-turn and the retry runs the turn (app/db/checkpointer.py
-                    # says what such a turn left stored).
-                    log.warning("retrying an abandoned run", run_id=earlier["run_id"])
-                    run.start_checkpoint_id = await self.repo.retry_abandoned(
-                        run.run_id, thread_id, client_message_id or ""
-                    )
-                else:  # replay its result
-                    await self.locks.release(thread_id)
+                if earlier is None or earlier["status"] not in RETRYABLE:
+                    await self._release(run)
                     return self._earlier_result(earlier)
+                # It failed, or its process died mid-turn (the claim closed it as
+                # abandoned): this run takes its client_message_id and does the turn.
+                log.warning("retrying a run", run_id=earlier["run_id"], status=earlier["status"])
+                run.start_checkpoint_id = await self.repo.retry_run(
+                    run.run_id, thread_id, client_message_id or ""
+                )
+                retrying = True
+            inputs: list[Any] = [{"incoming": human}]
+            if retrying or claim.stale_run is not None:
+                inputs = await self._recovery_inputs(thread_id, human)
         except BaseException:
-            await self.locks.release(thread_id)
+            await self._release(run)
             raise
-        human = HumanMessage(content=content, id=str(uuid.uuid4()))
-        self._launch(run, principal, {"incoming": human}, title=title_from(content))
+        self._launch(run, principal, inputs, title=title_from(content))
         return run
+
+    async def _recovery_inputs(self, thread_id: str, human: HumanMessage) -> list[Any]:
+        """What a run does on a thread a dead run left, before (or instead of) its message.
+
+        A step the dead run had begun is finished first: the graph goes on from the stored
+        checkpoint (input None), so an approved write that did not commit runs now, once
+        (its idempotency key is the same), and one that did commit replays its record. If
+        the message is the very one that dead run was answering (a retry with the same
+        client_message_id), that finishes its turn, and it is not added a second time."""
+        snapshot = await self.graph.aget_state(self.config(thread_id))
+        values = snapshot.values or {}
+        unfinished = bool(snapshot.next) and not snapshot.interrupts
+        inputs: list[Any] = [None] if unfinished else []
+        if values.get("turn_id") != human.id:
+            inputs.append({"incoming": human})
+        if unfinished:
+            log.warning("finishing a step a dead run left", thread_id=thread_id, next=snapshot.next)
+        return inputs
 
     async def resume(
         self, principal: Principal, thread_id: str, session_id: str, decision: str
     ) -> Run:
-        if not await self.locks.try_acquire(thread_id):
-            raise ThreadBusy()
+        run, _ = await self._claim(thread_id, session_id)
         try:
             snapshot = await self.graph.aget_state(self.config(thread_id))
-            if not snapshot.interrupts:
+            if snapshot.interrupts:
+                graph_input: Any = Command(resume={"decision": decision})
+            elif snapshot.next:
+                # The decision was taken, and its run died before the step it approved
+                # finished: that step goes on now (see `_recovery_inputs`).
+                log.warning("finishing a step a dead run left", thread_id=thread_id)
+                graph_input = None
+            else:
                 raise Conflict(
                     "there is no change waiting for confirmation", code="nothing_pending"
                 )
-            run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
             _, run.start_checkpoint_id = await self.repo.open_run(
                 run.run_id, thread_id, principal.user_id, session_id, None
             )
         except BaseException:
-            await self.locks.release(thread_id)
+            await self._release(run)
             raise
-        self._launch(run, principal, Command(resume={"decision": decision}), title=None)
+        self._launch(run, principal, [graph_input], title=None)
         return run
+
+    async def _release(self, run: Run) -> None:
+        if run.lease is not None:
+            await asyncio.shield(self.leases.release(run.lease))
 
     def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
         if earlier is None or earlier["result"] is None:  # (a running run has none yet)
@@ -153,15 +209,27 @@ class RunService:
         return result
 
     def _launch(
-        self, run: Run, principal: Principal, graph_input: Any, *, title: str | None
+        self, run: Run, principal: Principal, inputs: list[Any], *, title: str | None
     ) -> None:
-        task = asyncio.create_task(self._execute(run, principal, graph_input, title))
+        task = asyncio.create_task(self._execute(run, principal, inputs, title))
+        run.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if run.lease is not None:
+            self.leases.on_lost(run.lease, partial(self._stop_superseded, run))
+
+    @staticmethod
+    def _stop_superseded(run: Run) -> None:
+        """The heartbeat found the run's lease taken over: stop it now (its fenced commits
+        would fail anyway)."""
+        run.lease_lost = True
+        if run.task is not None and run.in_graph:
+            run.task.cancel()
 
     async def _execute(
-        self, run: Run, principal: Principal, graph_input: Any, title: str | None
+        self, run: Run, principal: Principal, inputs: list[Any], title: str | None
     ) -> None:
+        current_lease.set(run.lease)  # the task's own context: every commit is fenced with it
         config = self.config(run.thread_id)
         context = AgentContext(
             user_id=principal.user_id, role=principal.role, thread_id=run.thread_id
@@ -182,32 +250,52 @@ class RunService:
                     },
                 )
             )
-            # the run's checkpoints are held back and stored together (app/db/checkpointer.py)
-            async with run_batching(self.graph.checkpointer):
-                async for mode, chunk in stream_turn(self.graph, graph_input, config, context):
-                    for event in recorder.on_chunk(mode, chunk):
-                        await run.queue.put(event)
+            run.in_graph = True
+            async with asyncio.timeout(self.settings.turn_deadline_s):
+                # the run's checkpoints are held back and stored together (checkpointer.py)
+                async with run_batching(self.graph.checkpointer):
+                    for graph_input in inputs:
+                        stream = stream_turn(self.graph, graph_input, config, context)
+                        async for mode, chunk in stream:
+                            for event in recorder.on_chunk(mode, chunk):
+                                await run.queue.put(event)
             status = "interrupted" if recorder.pending is not None else "completed"
             if recorder.citations and status == "completed":
                 await run.queue.put(("citations", {"citations": recorder.citations}))
+        except LeaseLost:
+            run.lease_lost = True
+            bound.error("thread lease lost; the run stopped before committing")
+            await run.queue.put(("error", {"code": "thread_superseded", "message": SUPERSEDED}))
+        except TimeoutError:
+            bound.warning("turn deadline passed", deadline_s=self.settings.turn_deadline_s)
+            await run.queue.put(("error", {"code": "deadline_exceeded", "message": DEADLINE}))
         except (openai.APIError, openai.APITimeoutError) as error:
             bound.warning("model call failed", error_type=type(error).__name__)
             await run.queue.put(
                 ("error", {"code": "model_unavailable", "message": MODEL_UNAVAILABLE})
             )
         except asyncio.CancelledError:
-            bound.warning("run cancelled")
-            await run.queue.put(
-                ("error", {"code": "cancelled", "message": "the reply was cancelled"})
-            )
-            raise
+            if not run.lease_lost:
+                bound.warning("run cancelled")
+                await run.queue.put(
+                    ("error", {"code": "cancelled", "message": "the reply was cancelled"})
+                )
+                raise
+            # stopped by the heartbeat: its lease belongs to another run now
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            bound.error("thread lease lost; the run stopped before committing")
+            await run.queue.put(("error", {"code": "thread_superseded", "message": SUPERSEDED}))
         except Exception:
             bound.exception("run failed")
             await run.queue.put(("error", {"code": "internal_error", "message": INTERNAL}))
         finally:
+            run.in_graph = False
             result = self._result(recorder, status)
+            added = 0 if run.lease_lost else len(recorder.added)
             try:
-                closing = self._close_run(run, status, result, title, len(recorder.added))
+                closing = self._close_run(run, status, result, title, added)
                 checkpoint_id = await asyncio.shield(closing)
                 result["checkpoint_id"] = checkpoint_id
             except Exception:
@@ -215,7 +303,7 @@ class RunService:
             run.result = result
             self._count(recorder, status, time.monotonic() - started)
             # Release before `done`, so a client may post its next message as soon as it sees it.
-            await asyncio.shield(self.locks.release(run.thread_id))
+            await self._release(run)
             await run.queue.put(
                 (
                     "done",

@@ -239,8 +239,8 @@ class TestJsonMode:
         model_server: ScriptedModelServer,
         shop: AsyncConnectionPool[Any],
     ) -> None:
-        """A run whose process died is still recorded as running, but its thread lock went
-        with the process. Its client_message_id must not answer 409 forever."""
+        """A run whose process died is still recorded as running, but no lease holds its
+        thread. Its client_message_id must not answer 409 forever."""
         async with shop.connection() as conn:  # what a process that died mid-turn leaves
             await conn.execute(
                 "INSERT INTO runs (run_id, thread_id, client_message_id, status)"
@@ -265,7 +265,7 @@ class TestJsonMode:
             )
             runs = await cur.fetchall()
         assert [(r["client_message_id"], r["status"]) for r in runs] == [
-            (None, "failed"),
+            (None, "abandoned"),
             ("m-dead", "completed"),
         ]
         assert runs[0]["run_id"] == "dead-run"
@@ -682,11 +682,11 @@ class TestMemory:
         model_server: ScriptedModelServer,
     ) -> None:
         h = server.headers(NOAH)
-        await client.delete("/me/memory/refund_method", headers=h)
+        await client.delete("/me/memory/refund_preference", headers=h)
         model_server.use(
             Script(
                 [
-                    Reply.call("remember_preference", key="refund_method", value="gift card"),
+                    Reply.call("remember_preference", key="refund_preference", value="gift card"),
                     Reply.say("Noted: refunds to your gift card."),
                 ]
             )
@@ -700,20 +700,20 @@ class TestMemory:
         model_server.use(hello("Hi!"))
         await client.post("/threads/mem2/messages", json={"content": "hi"}, headers=h)
         prompt = model_server.requests[-1].system_prompt
-        assert "refund_method: gift card" in prompt
+        assert 'refund_preference: "gift card"' in prompt
 
         listed = (await client.get("/me/memory", headers=h)).json()
-        assert [(p["key"], p["value"]) for p in listed] == [("refund_method", "gift card")]
+        assert [(p["key"], p["value"]) for p in listed] == [("refund_preference", "gift card")]
 
         # another customer sees nothing of it, and cannot delete it
         mia = server.headers(MIA)
         assert (await client.get("/me/memory", headers=mia)).json() == []
-        assert (await client.delete("/me/memory/refund_method", headers=mia)).status_code == 404
+        assert (await client.delete("/me/memory/refund_preference", headers=mia)).status_code == 404
         model_server.use(hello("Hello Mia"))
         await client.post("/threads/mem3/messages", json={"content": "hi"}, headers=mia)
-        assert "refund_method" not in model_server.requests[-1].system_prompt
+        assert "refund_preference" not in model_server.requests[-1].system_prompt
 
-        assert (await client.delete("/me/memory/refund_method", headers=h)).status_code == 204
+        assert (await client.delete("/me/memory/refund_preference", headers=h)).status_code == 204
         assert (await client.get("/me/memory", headers=h)).json() == []
 
     async def test_unverified_guest_cannot_store_memory(

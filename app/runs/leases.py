@@ -1,0 +1,134 @@
+"""One writer per thread, across processes and poolers: a lease row per thread.
+
+A claim (`cs_claim_thread`, migrations/versions/0005) gives the run the thread's next
+generation number, or nothing while a live lease holds it. The run's commits are fenced
+with that generation (app/db/leases.py), so a run that lost its claim, because its process
+stalled or its connections died and another replica took over an expired lease, stops
+before it commits anything: the checkpoint chain never forks.
+
+Nothing depends on a connection's session, so the same code works behind PgBouncer in
+transaction mode. The price of that: when a process dies, its leases are free only once
+they expire (`THREAD_LEASE_TTL_S`); until then the thread answers 409 thread_busy. The owner
+renews its leases every third of that time, and every fenced commit renews its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from app.fencing import Lease
+
+log = structlog.get_logger(__name__)
+
+_CLAIM = "SELECT generation, stale_run FROM cs_claim_thread(%s, %s, %s, %s)"
+_RELEASE = """UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
+    WHERE thread_id = %s AND generation = %s"""
+_RENEW = """UPDATE thread_leases AS l
+    SET expires_at = clock_timestamp() + make_interval(secs => %s / 1000.0)
+    FROM unnest(%s::text[], %s::bigint[]) AS h(thread_id, generation)
+    WHERE l.thread_id = h.thread_id AND l.generation = h.generation AND l.run_id IS NOT NULL
+    RETURNING l.thread_id"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    lease: Lease
+    stale_run: str | None  # the run of an expired lease this claim took over (it died)
+
+
+class ThreadLeases:
+    def __init__(self, pool: AsyncConnectionPool[Any], *, ttl_s: float) -> None:
+        self.pool = pool
+        self.ttl_ms = max(1, int(ttl_s * 1000))
+        self.owner = uuid.uuid4().hex  # this process instance
+        self._held: dict[str, Lease] = {}
+        self._on_lost: dict[str, Callable[[], None]] = {}
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        self._heartbeat = asyncio.create_task(self._renew_forever())
+
+    async def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
+
+    async def claim(self, thread_id: str, run_id: str) -> Claim | None:
+        """The thread for `run_id`, or None while another live run holds it."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(_CLAIM, (thread_id, self.owner, run_id, self.ttl_ms))
+            row = await cur.fetchone()
+        if row is None or row["generation"] is None:
+            return None
+        lease = Lease(thread_id, int(row["generation"]), self.ttl_ms)
+        self._held[thread_id] = lease
+        if row["stale_run"]:
+            log.warning(
+                "took over an expired thread lease; its run is abandoned",
+                thread_id=thread_id,
+                abandoned_run_id=row["stale_run"],
+            )
+        return Claim(lease, row["stale_run"])
+
+    def on_lost(self, lease: Lease, callback: Callable[[], None]) -> None:
+        """Call `callback` if the heartbeat finds the lease gone (taken over)."""
+        if self._held.get(lease.thread_id) == lease:
+            self._on_lost[lease.thread_id] = callback
+
+    async def release(self, lease: Lease) -> None:
+        """Free the thread, if the lease is still this run's (a fenced no-op otherwise)."""
+        if self._held.get(lease.thread_id) == lease:
+            del self._held[lease.thread_id]
+            self._on_lost.pop(lease.thread_id, None)
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(_RELEASE, (lease.thread_id, lease.generation))
+        except Exception as error:
+            # It expires on its own; until then the thread answers 409.
+            log.warning(
+                "could not release a thread lease",
+                thread_id=lease.thread_id,
+                error_type=type(error).__name__,
+            )
+
+    async def renew(self) -> None:
+        """Renew every lease this process holds, in one statement; report the lost ones."""
+        held = list(self._held.values())
+        if not held:
+            return
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                _RENEW,
+                (self.ttl_ms, [h.thread_id for h in held], [h.generation for h in held]),
+            )
+            renewed = {row["thread_id"] for row in await cur.fetchall()}
+        for lease in held:
+            if lease.thread_id in renewed or self._held.get(lease.thread_id) != lease:
+                continue
+            log.error(
+                "thread lease lost to another run; stopping this one",
+                thread_id=lease.thread_id,
+                generation=lease.generation,
+            )
+            del self._held[lease.thread_id]
+            callback = self._on_lost.pop(lease.thread_id, None)
+            if callback is not None:
+                callback()
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_ms / 3000)
+            try:
+                await self.renew()
+            except Exception as error:  # the database is away: the fences decide
+                log.warning("could not renew thread leases", error_type=type(error).__name__)

@@ -1,0 +1,154 @@
+"""`ThreadLeases`: one writer per thread, and fenced commits for the run that holds it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from app.db.leases import fence
+from app.fencing import LeaseLost, current_lease
+from app.runs.leases import ThreadLeases
+
+
+@pytest.fixture
+async def leases(pool: AsyncConnectionPool[Any]) -> AsyncIterator[ThreadLeases]:
+    leases = ThreadLeases(pool, ttl_s=5)
+    await leases.open()
+    yield leases
+    await leases.close()
+
+
+def new_thread() -> str:
+    return f"u:{uuid.uuid4().hex}"
+
+
+async def expire(pool: AsyncConnectionPool[Any], thread_id: str) -> None:
+    """What the clock does to the lease of a process that died or stalled."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            "UPDATE thread_leases SET expires_at = now() - interval '1 s' WHERE thread_id = %s",
+            (thread_id,),
+        )
+
+
+async def fenced_insert(pool: AsyncConnectionPool[Any], marker: str) -> None:
+    async with pool.connection() as conn, conn.transaction():
+        await fence(conn)
+        await conn.execute(
+            "INSERT INTO audit_log (actor, thread_id, tool_name, arguments, ok, outcome)"
+            " VALUES ('test', 't', %s, '{}', true, '')",
+            (marker,),
+        )
+
+
+async def committed(pool: AsyncConnectionPool[Any], marker: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) AS n FROM audit_log WHERE tool_name = %s", (marker,)
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+class TestClaims:
+    async def test_a_claim_excludes_every_other_run_until_released(
+        self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        other_process = ThreadLeases(pool, ttl_s=5)
+        thread = new_thread()
+        claim = await leases.claim(thread, "run-1")
+        assert claim is not None and claim.lease.generation == 1
+        assert await leases.claim(thread, "run-2") is None  # this process
+        assert await other_process.claim(thread, "run-3") is None  # another one
+        await leases.release(claim.lease)
+        again = await other_process.claim(thread, "run-4")
+        assert again is not None and again.lease.generation == 2
+        assert again.stale_run is None
+
+    async def test_concurrent_claims_give_the_thread_to_exactly_one(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        processes = [ThreadLeases(pool, ttl_s=5) for _ in range(8)]
+        thread = new_thread()
+        claims = await asyncio.gather(
+            *(p.claim(thread, f"run-{i}") for i, p in enumerate(processes))
+        )
+        assert sum(c is not None for c in claims) == 1
+
+    async def test_an_expired_lease_is_taken_over_and_its_run_closed_as_abandoned(
+        self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
+    ) -> None:
+        thread = new_thread()
+        dead = ThreadLeases(db, ttl_s=5)
+        first = await dead.claim(thread, "dead-run")
+        assert first is not None
+        async with db.connection() as conn:
+            await conn.execute(
+                "INSERT INTO runs (run_id, thread_id, status) VALUES ('dead-run', %s, 'running')",
+                (thread,),
+            )
+        assert await leases.claim(thread, "live-run") is None  # still live
+        await expire(db, thread)
+        claim = await leases.claim(thread, "live-run")
+        assert claim is not None
+        assert claim.stale_run == "dead-run"
+        assert claim.lease.generation == first.lease.generation + 1
+        async with db.connection() as conn:
+            cur = await conn.execute("SELECT status FROM runs WHERE run_id = 'dead-run'")
+            row = await cur.fetchone()
+        assert row is not None and row["status"] == "abandoned"
+
+
+class TestFencing:
+    async def test_the_holder_commits_and_a_superseded_run_commits_nothing(
+        self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
+    ) -> None:
+        thread = new_thread()
+        old = await leases.claim(thread, "old-run")
+        assert old is not None
+        token = current_lease.set(old.lease)
+        try:
+            await fenced_insert(db, "by-old-while-holding")
+            await expire(db, thread)
+            newer = await ThreadLeases(db, ttl_s=5).claim(thread, "new-run")
+            assert newer is not None
+            with pytest.raises(LeaseLost):
+                await fenced_insert(db, "by-old-after-takeover")
+        finally:
+            current_lease.reset(token)
+        assert await committed(db, "by-old-while-holding") == 1
+        assert await committed(db, "by-old-after-takeover") == 0
+
+    async def test_a_release_by_a_superseded_run_leaves_the_new_claim_alone(
+        self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        thread = new_thread()
+        old = await leases.claim(thread, "old-run")
+        assert old is not None
+        await expire(pool, thread)
+        other = ThreadLeases(pool, ttl_s=5)
+        newer = await other.claim(thread, "new-run")
+        assert newer is not None
+        await leases.release(old.lease)
+        assert await ThreadLeases(pool, ttl_s=5).claim(thread, "third-run") is None
+
+    async def test_the_heartbeat_reports_a_lease_taken_over(
+        self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        thread = new_thread()
+        claim = await leases.claim(thread, "run-1")
+        assert claim is not None
+        lost: list[str] = []
+        leases.on_lost(claim.lease, lambda: lost.append(thread))
+        await leases.renew()
+        assert lost == []
+        await expire(pool, thread)
+        assert await ThreadLeases(pool, ttl_s=5).claim(thread, "run-2") is not None
+        await leases.renew()
+        assert lost == [thread]
