@@ -13,12 +13,15 @@ from app.api.routes import auth, health, help, memory, messages, threads
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.lifespan import lifespan_for
+from app.logging import hide_query_strings
 
 STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app(settings: Settings | None = None, *, model: BaseChatModel | None = None) -> FastAPI:
     settings = settings or Settings()
+    # Here rather than in `serve`: every uvicorn worker process builds its app with this.
+    hide_query_strings()
     app = FastAPI(
         title="cs-agent",
         version="0.1.0",

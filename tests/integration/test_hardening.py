@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.fakellm import Reply, Script, ScriptedModelServer
+from tests.faults.procs import ServiceProcess
 from tests.integration.api_harness import LiveServer, live_server
 
 NOAH = "noah_brown_6181"
@@ -164,3 +166,24 @@ class TestRequestId:
         echoed = response.headers["x-request-id"]
         assert echoed != hostile
         assert len(echoed) == 32 and echoed.isalnum()
+
+
+class TestAccessLog:
+    def test_access_lines_show_the_path_but_not_the_query_string(self, database_url: str) -> None:
+        # a configured model (never called here): the in-process demo model's own uvicorn
+        # turns the access log off
+        env = {
+            "DATABASE_URL": database_url,
+            "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+            "OPENAI_API_KEY": "unused",
+        }
+        with ServiceProcess(env) as service:
+            secret = "eyJhbGciOiJIUzI1NiJ9.secret-in-a-query"
+            httpx.get(f"{service.url}/help?q=refunds&access_token={secret}", timeout=10)
+            httpx.get(f"{service.url}/threads?token={secret}", timeout=10)
+            time.sleep(0.3)  # the access line is written after the response
+            log = service.log_path.read_text()
+        assert '"GET /help HTTP/1.1" 200' in log, log
+        assert '"GET /threads HTTP/1.1" 401' in log, log
+        assert secret not in log
+        assert "refunds" not in log
