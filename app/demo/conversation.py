@@ -25,16 +25,20 @@ T = TypeVar("T")
 _VERIFIED = re.compile(r"customer is verified: user id (\S+?)\.?(?=\s|$)")
 _HANDED_OFF = "handed to a human agent"
 _NO_MORE_TOOLS = "Stop calling tools now"
-IDENTITY_TOOLS = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
-# The tool that finishes each task; once called, a later message starts afresh.
-FINAL_TOOL: dict[Intent, str] = {
-    "status": "get_order_details",
-    "orders": "get_user_details",
-    "shipping": "calc_shipping",
-    "cancel": "cancel_pending_order",
-    "address": "modify_pending_order_address",
-    "return": "return_delivered_order_items",
-    "human": "transfer_to_human_agents",
+LOOKUP_TOOLS = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
+IDENTITY_TOOLS = LOOKUP_TOOLS | {"confirm_identity"}
+# How app/tools/identity.py words a guest's lookup (a code was sent, nobody is verified yet).
+CODE_SENT_MARK = "Verification started"
+_USER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# The tools that finish each task; once one is called, a later message starts afresh.
+FINAL_TOOL: dict[Intent, tuple[str, ...]] = {
+    "status": ("get_order_details", "get_order_status"),
+    "orders": ("get_user_details",),
+    "shipping": ("calc_shipping",),
+    "cancel": ("cancel_pending_order",),
+    "address": ("modify_pending_order_address",),
+    "return": ("return_delivered_order_items",),
+    "human": ("transfer_to_human_agents",),
 }
 LOOKBACK_MESSAGES = 8
 _NOTE = re.compile(r"\(.*\)")
@@ -75,6 +79,19 @@ class Result:
     @property
     def ok(self) -> bool:
         return not (self.is_error or self.is_declined)
+
+    @property
+    def user_id(self) -> str | None:
+        """The user id an identity tool answered with; None for anything else (a code sent,
+        "Not verified: ...", an error)."""
+        body = self.body
+        if self.name in IDENTITY_TOOLS and self.ok and _USER_ID.fullmatch(body):
+            return body
+        return None
+
+    @property
+    def code_sent(self) -> bool:
+        return self.name in LOOKUP_TOOLS and self.body.startswith(CODE_SENT_MARK)
 
 
 @dataclass
@@ -143,13 +160,18 @@ class Conversation:
             return match.group(1)
         for turn in reversed(self.turns):
             for result in reversed(turn.results):
-                if result.name in IDENTITY_TOOLS and result.ok and result.body:
-                    return result.body
+                if result.user_id:
+                    return result.user_id
         return None
 
     @property
     def is_guest(self) -> bool:
         return self.verified_user_id is None
+
+    @property
+    def awaiting_code(self) -> bool:
+        """A guest who was sent a code in this conversation and is not verified yet."""
+        return self.is_guest and any(r.code_sent for t in self.turns for r in t.results)
 
     @property
     def handed_off(self) -> bool:
@@ -199,7 +221,7 @@ def _finished(intent: Intent, turns: Iterable[Turn]) -> bool:
     if final is None:
         return True  # greetings and questions are answered at once
     for i, turn in enumerate(turns):
-        if any(call.name == final for call in turn.calls):
+        if any(call.name in final for call in turn.calls):
             return True
         if i > 0 and turn.is_confirmation_reply and not is_yes(turn.text):
             return True  # the customer said no

@@ -30,6 +30,8 @@ _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _ORDER_ID = re.compile(r"(?<![A-Za-z0-9])#?\s?([Ww]\d{7})(?!\d)")
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _ITEM_ID = re.compile(r"(?<!\d)(\d{10})(?!\d)")
+# A one-time code as people type it: 123456, 123 456, 123-456.
+_CODE = re.compile(r"(?<![\dA-Za-z#])(\d{3})[ -]?(\d{3})(?!\d)")
 _NUMBER = r"(\d+(?:[.,]\d+)?)"
 _WEIGHT = re.compile(_NUMBER + r"\s*(?:kilograms?|kilos?|kgs?|公斤|千克)(?![A-Za-z])", re.I)
 _DISTANCE = re.compile(_NUMBER + r"\s*(?:kilomet(?:er|re)s?|kms?|公里|千米)(?![A-Za-z])", re.I)
@@ -205,6 +207,12 @@ def order_id_in(text: str) -> str | None:
 def email_in(text: str) -> str | None:
     match = _EMAIL.search(text)
     return match.group(0).strip(".") if match else None
+
+
+def code_in(text: str) -> str | None:
+    """A 6-digit one-time code, without the space or dash a customer may put in it."""
+    match = _CODE.search(text)
+    return match.group(1) + match.group(2) if match else None
 
 
 def item_ids_in(text: str) -> list[str]:

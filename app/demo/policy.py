@@ -15,6 +15,7 @@ from app.demo.address import parse_address
 from app.demo.conversation import Conversation, Result, Task
 from app.demo.parsing import (
     NEEDS_IDENTITY,
+    code_in,
     distance_in,
     email_in,
     help_query_of,
@@ -78,6 +79,9 @@ def _on_message(conversation: Conversation) -> Reply:
     lang = conversation.lang
     if conversation.handed_off:
         return Reply.say(say("handed_off", lang))
+    code = code_in(conversation.last_text)
+    if code and conversation.awaiting_code:
+        return Reply.call("confirm_identity", code=code)
     task = conversation.task()
     if task is None:
         email = email_in(conversation.last_text)
@@ -85,11 +89,21 @@ def _on_message(conversation: Conversation) -> Reply:
             return Reply.call("find_user_id_by_email", email=email)
         return Reply.say(say("demo", lang))
     if task.intent in NEEDS_IDENTITY and conversation.is_guest:
-        email = task.find(email_in)
-        if email:
-            return Reply.call("find_user_id_by_email", email=email)
-        return Reply.say(say("ask_email", lang))
+        return _identify(task, conversation)
     return _run(task, conversation)
+
+
+def _identify(task: Task, conversation: Conversation) -> Reply:
+    """A guest: an order's status from its id and email alone, as a tracking page gives it;
+    anything else waits for the code emailed to the customer."""
+    email, order_id = task.find(email_in), task.find(order_id_in)
+    if task.intent == "status" and email and order_id:
+        return Reply.call("get_order_status", order_id=order_id, email=email)
+    if conversation.awaiting_code and not email_in(conversation.last_text):
+        return Reply.say(say("ask_code", conversation.lang))
+    if email:
+        return Reply.call("find_user_id_by_email", email=email)
+    return Reply.say(say("ask_email", conversation.lang))
 
 
 def _run(task: Task, conversation: Conversation) -> Reply:
@@ -170,15 +184,31 @@ def _after_tools(conversation: Conversation) -> Reply:
 
 
 def _after_identity(conversation: Conversation, result: Result) -> Reply:
+    """After a lookup (a code was sent, or a verified customer's own id) or a code."""
     lang = conversation.lang
-    if not result.ok:
-        return Reply.say(say("email_not_found", lang))
-    user_id = result.body
+    if result.code_sent:
+        return Reply.say(say("code_sent", lang))
+    user_id = result.user_id
+    if user_id is None:
+        if result.name != "confirm_identity":
+            return Reply.say(say("lookup_failed", lang, problem=answers.problem(result)))
+        used_up = "no attempts are left" in result.body or "no active code" in result.body
+        return Reply.say(say("code_used_up" if used_up else "wrong_code", lang))
     verified = conversation.verified_as(user_id)
     task = verified.task()
     if task is not None and task.intent not in ("greeting", "help"):
         return _run(task, verified)
     return Reply.say(say("verified", lang, user_id=user_id))
+
+
+def _after_order_status(conversation: Conversation, result: Result) -> Reply:
+    lang = conversation.lang
+    order = answers.parse_json(result.body) if result.ok else None
+    if not isinstance(order, dict) or "status" not in order:
+        return Reply.say(say("no_order_match", lang))
+    return Reply.say(
+        say("status_only", lang, order_id=order.get("order_id", ""), status=order["status"])
+    )
 
 
 def _after_order_details(conversation: Conversation, result: Result) -> Reply:
@@ -270,6 +300,8 @@ def _answer_with(
 _AFTER: dict[str, Callable[[Conversation, Result], Reply]] = {
     "find_user_id_by_email": _after_identity,
     "find_user_id_by_name_zip": _after_identity,
+    "confirm_identity": _after_identity,
+    "get_order_status": _after_order_status,
     "get_order_details": _after_order_details,
     "get_user_details": _answer_with(answers.orders_list),
     "calc_shipping": _answer_with(answers.shipping),

@@ -37,20 +37,57 @@ _TEXTS: dict[str, dict[Lang, str]] = {
         "zh": "我是内置的演示模型，只能理解几类请求。" + CAPABILITIES["zh"],
     },
     "guest_note": {
-        "en": " To look at your orders I'll first need the email address on your account.",
-        "zh": "查看订单前，我需要先核实您账户的邮箱地址。",
+        "en": (
+            " To look at your orders I'll first need the email address on your account, and "
+            "the code I'll send there."
+        ),
+        "zh": "查看订单前，我需要您账户的邮箱地址，并向该邮箱发送验证码以核实身份。",
     },
     "ask_email": {
         "en": (
             "Happy to help with that. First I need to verify who you are: what is the email "
-            "address on your account?"
+            "address on your account? I'll send a one-time code there."
         ),
-        "zh": "很乐意帮忙。请先提供您账户的邮箱地址，以便核实身份。",
+        "zh": "很乐意帮忙。请先提供您账户的邮箱地址，我会向该邮箱发送一次性验证码以核实身份。",
     },
-    "email_not_found": {
-        "en": "I couldn't find a customer with that email address. Could you check it and send "
-        "it again?",
-        "zh": "没有找到使用该邮箱的客户，请核对后重新发送。",
+    "code_sent": {
+        "en": (
+            "If that matches one of our customers, I've just emailed a 6-digit code to the "
+            "address on the account. Please type the code here; it is valid for 10 minutes."
+        ),
+        "zh": "如果与我们的客户信息相符，我们已向该账户的邮箱发送了 6 位验证码，10 分钟内有效。"
+        "请在这里输入验证码。",
+    },
+    "ask_code": {
+        "en": (
+            "Please type the 6-digit code from the email. If it hasn't arrived, send me your "
+            "email address again and I'll send a new one."
+        ),
+        "zh": "请输入邮件中的 6 位验证码。如果没有收到，请再次发送您的邮箱地址，我会重新发送。",
+    },
+    "wrong_code": {
+        "en": "That code isn't right. Please check the email and type it again.",
+        "zh": "验证码不正确，请核对邮件后重新输入。",
+    },
+    "code_used_up": {
+        "en": (
+            "That code can't be used any more. Send me your email address again and I'll "
+            "send a new one."
+        ),
+        "zh": "该验证码已失效。请再次发送您的邮箱地址，我会重新发送验证码。",
+    },
+    "status_only": {
+        "en": "Order {order_id} is {status}. For its details, or to change it, I'll first "
+        "verify you with a code sent to your email: just ask.",
+        "zh": "订单 {order_id} 的状态：{status}。如需查看详情或修改订单，我会先向您的邮箱发送"
+        "验证码核实身份，告诉我即可。",
+    },
+    "no_order_match": {
+        "en": (
+            "I couldn't find an order with that number and email address. Please check both "
+            "and try again."
+        ),
+        "zh": "没有找到与该订单号和邮箱匹配的订单，请核对后重试。",
     },
     "verified": {
         "en": "Thanks, you're verified as {user_id}. How can I help?",

@@ -24,6 +24,7 @@ from app.config import Settings
 from app.help.repository import sync_help_articles
 from app.main import create_app
 from tests.integration.agent_harness import fetch_one, load_small_shop
+from tests.integration.test_guest_identity import emailed_code
 
 NOAH = "noah_brown_6181"
 NOAH_EMAIL = "noah.brown7922@example.com"
@@ -235,7 +236,10 @@ class TestCancel:
 
 
 class TestGuest:
-    async def test_a_guest_is_verified_by_email_and_then_answered(
+    """Under the old rules the email alone verified the guest and showed the order; now an
+    order id + email give its status only, and the emailed code verifies."""
+
+    async def test_a_guest_with_order_id_and_email_gets_the_status_only(
         self, client: httpx.AsyncClient, app: DemoApp
     ) -> None:
         chat = session(client, app, f"guest-{uuid.uuid4().hex[:8]}", role="guest")
@@ -244,13 +248,38 @@ class TestGuest:
 
         answered = await chat.say(f"It's {NOAH_EMAIL}")
         assert answered.calls == [
-            ("find_user_id_by_email", {"email": NOAH_EMAIL}),
-            ("get_order_details", {"order_id": PENDING}),
+            ("get_order_status", {"order_id": PENDING, "email": NOAH_EMAIL}),
         ]
-        assert [r["status"] for r in answered.named("tool_result")] == ["ok", "ok"]
-        assert f"Order {PENDING} is pending." in answered.text
+        assert answered.text.startswith(f"Order {PENDING} is pending.")
+        assert "Water Bottle" not in answered.text and "32.00" not in answered.text
+        state = await client.get(f"/threads/{chat.id}/state", headers=chat.headers)
+        assert state.json()["verified_user_id"] is None
+
+    async def test_a_guest_is_verified_by_the_emailed_code_and_then_cancels(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        chat = session(client, app, f"guest-{uuid.uuid4().hex[:8]}", role="guest")
+        asked = await chat.say(f"Please cancel order {PENDING}, I ordered it by mistake")
+        assert not asked.calls and "email address" in asked.text
+
+        sent = await chat.say(f"It's {NOAH_EMAIL}")
+        assert sent.calls == [("find_user_id_by_email", {"email": NOAH_EMAIL})]
+        assert "6-digit code" in sent.text
+        state = await client.get(f"/threads/{chat.id}/state", headers=chat.headers)
+        assert state.json()["verified_user_id"] is None
+
+        code = await emailed_code(shop, NOAH_EMAIL)
+        confirmed = await chat.say(code)
+        assert confirmed.calls == [
+            ("confirm_identity", {"code": code}),
+            ("cancel_pending_order", {"order_id": PENDING, "reason": "ordered by mistake"}),
+        ]
+        assert confirmed.status == "interrupted"
         state = await client.get(f"/threads/{chat.id}/state", headers=chat.headers)
         assert state.json()["verified_user_id"] == NOAH
+        done = await chat.decide("approve")
+        assert f"order {PENDING} is cancelled" in done.text
+        assert await order_status(shop, PENDING) == "cancelled"
 
 
 class TestOtherChanges:

@@ -8,6 +8,7 @@ import pytest
 
 from app.demo.address import ParsedAddress, parse_address
 from app.demo.parsing import (
+    code_in,
     distance_in,
     email_in,
     intent_of,
@@ -70,6 +71,12 @@ class TestDetails:
     def test_not_an_order_id(self) -> None:
         assert order_id_in("W26113401") is None
         assert order_id_in("XW2611340") is None
+
+    def test_one_time_code(self) -> None:
+        assert code_in("my code is 123456") == "123456"
+        assert code_in("123 456") == code_in("123-456") == code_in("验证码123456") == "123456"
+        for text in ("#W1234567", "item 1234567890", "zip 78701", "2 kg 300 km", "W123456"):
+            assert code_in(text) is None, text
 
     def test_email(self) -> None:
         assert email_in("it's Noah.Brown7922@example.com.") == "Noah.Brown7922@example.com"

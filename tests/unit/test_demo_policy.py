@@ -18,12 +18,15 @@ from app.demo import policy as demo_policy
 from app.demo.policy import DemoPolicy
 from app.demo.texts import CONFIRM_MARK
 from app.fakellm.types import ChatRequest, Reply
+from app.tools.identity import CODE_SENT as CODE_SENT_TEMPLATE
 
 NOAH = "noah_brown_6181"
 PENDING, DELIVERED = "#W2611340", "#W7678072"
 TOOLS = (
     "find_user_id_by_email",
     "find_user_id_by_name_zip",
+    "confirm_identity",
+    "get_order_status",
     "get_user_details",
     "get_order_details",
     "calc_shipping",
@@ -434,49 +437,93 @@ class TestHuman:
         assert "has this conversation" in Chat(handed_off=True).ask("hello?").text
 
 
+CODE_SENT = CODE_SENT_TEMPLATE.format(digits=6, minutes=10)
+
+
 class TestGuestVerification:
-    def test_asks_for_the_email_then_verifies_then_answers_the_first_question(self) -> None:
+    """Under the old rules the email lookup's result verified the guest; now it only sends a
+    code, and the guest is verified by confirm_identity with the code they type."""
+
+    def test_asks_for_the_email_then_the_code_then_does_the_first_task(self) -> None:
         chat = guest()
-        ask = chat.ask(f"where is my order {PENDING}")
-        assert not ask.tool_calls and "email" in ask.text
+        ask = chat.ask(f"cancel {PENDING}, I ordered it by mistake")
+        assert not ask.tool_calls and "email" in ask.text and "code" in ask.text
         assert called(chat.ask("it's noah.brown7922@example.com")) == (
             "find_user_id_by_email",
             {"email": "noah.brown7922@example.com"},
         )
+        sent = chat.result(CODE_SENT)
+        assert not sent.tool_calls and "6-digit code" in sent.text
+        assert called(chat.ask("123 456")) == ("confirm_identity", {"code": "123456"})
         chat.verified_user_id = NOAH  # the graph keeps the verified id in state
-        assert called(chat.result(NOAH)) == ("get_order_details", {"order_id": PENDING})
-        assert f"Order {PENDING} is pending." in chat.result(PENDING_ORDER).text
-
-    def test_the_verified_id_in_the_tool_result_is_enough(self) -> None:
-        chat = guest()
-        chat.ask("list my orders")
-        chat.ask("noah.brown7922@example.com")
-        assert called(chat.result(NOAH)) == ("get_user_details", {"user_id": NOAH})
-
-    def test_an_unknown_email_is_asked_again_and_a_second_one_tried(self) -> None:
-        chat = guest()
-        chat.ask(f"cancel {PENDING} because I ordered by mistake")
-        chat.ask("wrong@example.com")
-        assert "couldn't find" in chat.result("Error: user not found").text
-        assert called(chat.ask("noah.brown7922@example.com"))[1] == {
-            "email": "noah.brown7922@example.com"
-        }
         assert called(chat.result(NOAH)) == (
             "cancel_pending_order",
             {"order_id": PENDING, "reason": "ordered by mistake"},
         )
 
-    def test_an_email_with_nothing_asked_before_just_verifies(self) -> None:
+    def test_the_verified_id_in_the_code_result_is_enough(self) -> None:
+        chat = guest()
+        chat.ask("list my orders")
+        chat.ask("noah.brown7922@example.com")
+        chat.result(CODE_SENT)
+        chat.ask("654321")
+        assert called(chat.result(NOAH)) == ("get_user_details", {"user_id": NOAH})
+
+    def test_a_lookup_alone_verifies_nothing(self) -> None:
+        chat = guest()
+        chat.ask("list my orders")
+        chat.ask("noah.brown7922@example.com")
+        chat.result(CODE_SENT)
+        reply = chat.ask("list my orders")
+        assert not reply.tool_calls and "6-digit code" in reply.text
+
+    def test_a_wrong_code_is_asked_again_and_a_used_up_one_asks_for_the_email(self) -> None:
+        chat = guest()
+        chat.ask("list my orders")
+        chat.ask("noah.brown7922@example.com")
+        chat.result(CODE_SENT)
+        chat.ask("111111")
+        wrong = chat.result("Not verified: that code is not correct; 4 attempt(s) left.")
+        assert "isn't right" in wrong.text
+        chat.ask("222222")
+        used_up = chat.result("Not verified: that code is not correct and no attempts are left.")
+        assert "Send me your email address again" in used_up.text
+        assert called(chat.ask("noah.brown7922@example.com"))[0] == "find_user_id_by_email"
+
+    def test_an_email_with_nothing_asked_before_then_the_code_just_verifies(self) -> None:
         chat = guest()
         chat.ask("hi")
         chat.ask("mia.garcia2723@example.com")
+        chat.result(CODE_SENT)
+        assert called(chat.ask("my code is 987654")) == ("confirm_identity", {"code": "987654"})
         assert chat.result("mia_garcia_4516").text.startswith(
             "Thanks, you're verified as mia_garcia_4516."
         )
+        chat = guest()
+        chat.ask("mia.garcia2723@example.com")
+        chat.result(CODE_SENT)
+        assert called(chat.ask("验证码是987-654")) == ("confirm_identity", {"code": "987654"})
+        assert "已核实您的身份（mia_garcia_4516）" in chat.result("mia_garcia_4516").text
+
+    def test_a_status_question_with_the_email_gets_the_status_only(self) -> None:
+        chat = guest()
+        assert "email" in chat.ask(f"where is my order {PENDING}").text
+        assert called(chat.ask("it's noah.brown7922@example.com")) == (
+            "get_order_status",
+            {"order_id": PENDING, "email": "noah.brown7922@example.com"},
+        )
+        text = chat.result({"order_id": PENDING, "status": "pending"}).text
+        assert text.startswith(f"Order {PENDING} is pending.") and "code" in text
+        no_match = "Error: no order matches that order id and email address."
+        chat.ask(f"and where is {DELIVERED}? noah.brown7922@example.com")
+        assert "couldn't find an order" in chat.result(no_match).text
 
     def test_an_email_and_a_question_in_one_message(self) -> None:
         chat = guest()
         assert called(chat.ask(f"我的邮箱是 noah.brown7922@example.com，订单 {PENDING} 到哪了"))[
+            0
+        ] == ("get_order_status")
+        assert called(guest().ask(f"取消订单 {PENDING}，买错了，邮箱 noah.brown7922@example.com"))[
             0
         ] == ("find_user_id_by_email")
 
@@ -632,4 +679,6 @@ class TestNotesAfterResults:
         chat = guest()
         chat.ask("list my orders")
         chat.ask("noah.brown7922@example.com")
+        chat.result(CODE_SENT)
+        chat.ask("123456")
         assert called(chat.result(NOAH + self.REPEAT)) == ("get_user_details", {"user_id": NOAH})
