@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEV_SECRET = "dev-only-secret-do-not-use-in-production"
 PLACEHOLDER_SECRETS = {"", "change-me", "changeme", "secret", DEV_SECRET}
@@ -96,6 +97,26 @@ class Settings(BaseSettings):
     # Allocations between first-generation collections, set (with a freeze of the startup
     # heap) once the service has started; 0 keeps Python's defaults. See app/gc_tuning.py.
     gc_gen0_threshold: int = Field(default=10_000, ge=0)
+
+    # Edge hardening (app/main.py). /docs, /redoc and /openapi.json: None serves them in dev
+    # and not in prod; true or false decides. CORS stays off unless origins are listed
+    # (comma-separated, or a JSON list): those may call the API from a browser with a token.
+    api_docs_enabled: bool | None = None
+    cors_origins: Annotated[list[str], NoDecode] = []
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins_from_text(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [origin.strip() for origin in text.split(",") if origin.strip()]
+        return value
+
+    @property
+    def serves_api_docs(self) -> bool:
+        return self.app_env != "prod" if self.api_docs_enabled is None else self.api_docs_enabled
 
     @field_validator("db_prepare_threshold", mode="before")
     @classmethod

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
-from app.api.middleware import BodyLimit, RequestId
+from app.api.middleware import BodyLimit, PageHeaders, RequestId
 from app.api.routes import auth, health, help, memory, messages, threads
 from app.config import Settings
 from app.errors import install_error_handlers
@@ -16,6 +17,14 @@ from app.lifespan import lifespan_for
 from app.logging import hide_query_strings
 
 STATIC_DIR = Path(__file__).parent / "static"
+# The chat page loads only its own scripts, styles and API; index.html carries the same
+# policy in a meta tag, which cannot say frame-ancestors.
+CHAT_PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+CORS_HEADERS = ["authorization", "x-api-key", "last-event-id", "content-type"]
 
 
 def create_app(settings: Settings | None = None, *, model: BaseChatModel | None = None) -> FastAPI:
@@ -27,13 +36,26 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         version="0.1.0",
         summary="Customer-service agent: threads, SSE token streaming, state and rewind.",
         lifespan=lifespan_for(settings, model),
+        docs_url="/docs" if settings.serves_api_docs else None,
+        redoc_url="/redoc" if settings.serves_api_docs else None,
+        openapi_url="/openapi.json" if settings.serves_api_docs else None,
     )
     install_error_handlers(app)
     routers = (health, auth, threads, messages, memory, help)
     for router in (r.router for r in routers):
         app.include_router(router)
     if (STATIC_DIR / "index.html").exists():
-        app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
+        page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
+        app.mount("/", page, name="static")
     app.add_middleware(BodyLimit)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=CORS_HEADERS,
+            expose_headers=["Location", "Content-Location"],
+            max_age=600,
+        )
     app.add_middleware(RequestId)
     return app

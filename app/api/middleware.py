@@ -1,4 +1,4 @@
-"""Pure ASGI middleware: request ids for logs, and a cap on request body size."""
+"""Pure ASGI middleware: request ids for logs, a cap on request body size, page headers."""
 
 from __future__ import annotations
 
@@ -108,3 +108,30 @@ class RequestId:
 
         with structlog.contextvars.bound_contextvars(request_id=request_id):
             await self.app(scope, receive, with_header)
+
+
+def page_headers(csp: str) -> dict[str, str]:
+    """What every HTML page (and its assets) is sent with: its Content-Security-Policy, no
+    framing by other sites, no referrer, no content sniffing."""
+    return {
+        "Content-Security-Policy": csp,
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+    }
+
+
+class PageHeaders:
+    """Adds `page_headers(csp)` to every response of the wrapped app (the static chat page)."""
+
+    def __init__(self, app: ASGIApp, csp: str) -> None:
+        self.app = app
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in page_headers(csp).items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self.headers]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

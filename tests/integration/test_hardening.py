@@ -5,7 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.fakellm import Reply, Script, ScriptedModelServer
+from app.help.repository import sync_help_articles
 from tests.faults.procs import ServiceProcess
 from tests.integration.api_harness import LiveServer, live_server
 
@@ -187,3 +189,126 @@ class TestAccessLog:
         assert '"GET /threads HTTP/1.1" 401' in log, log
         assert secret not in log
         assert "refunds" not in log
+
+
+# the scripted model stands in for the configured one
+PROD: dict[str, Any] = {
+    "app_env": "prod",
+    "jwt_secret": "a-production-secret-of-more-than-32-characters",
+    "allow_demo_model_in_prod": True,
+}
+
+
+@pytest.fixture(scope="module")
+def other_server(
+    database_url: str, scripted_model_session: ScriptedModelServer
+) -> Iterator[Callable[..., AbstractContextManager[LiveServer]]]:
+    """A server with settings of the test's own, for the settings that shape the app."""
+
+    def start(**options: Any) -> AbstractContextManager[LiveServer]:
+        settings = Settings(database_url=database_url, _env_file=None, **options)  # type: ignore[call-arg]
+        return live_server(settings, scripted_model_session)
+
+    yield start
+
+
+class TestApiDocs:
+    DOCS = ("/docs", "/redoc", "/openapi.json")
+
+    async def test_docs_are_served_in_dev(self, client: httpx.AsyncClient) -> None:
+        for path in self.DOCS:
+            assert (await client.get(path)).status_code == 200, path
+
+    async def test_docs_are_off_in_prod(
+        self, other_server: Callable[..., AbstractContextManager[LiveServer]]
+    ) -> None:
+        with other_server(**PROD) as live:
+            async with live.client() as c:
+                for path in self.DOCS:
+                    response = await c.get(path)
+                    assert response.status_code == 404, path
+                    assert response.json()["error"]["code"] == "not_found"
+
+    async def test_a_setting_turns_docs_on_in_prod(
+        self, other_server: Callable[..., AbstractContextManager[LiveServer]]
+    ) -> None:
+        with other_server(**PROD, api_docs_enabled=True) as live:
+            async with live.client() as c:
+                for path in self.DOCS:
+                    assert (await c.get(path)).status_code == 200, path
+
+
+class TestPageHeaders:
+    @pytest.mark.parametrize("path", ["/", "/index.html", "/app.js", "/style.css"])
+    async def test_the_chat_page_and_its_assets_carry_security_headers(
+        self, client: httpx.AsyncClient, path: str
+    ) -> None:
+        response = await client.get(path)
+        assert response.status_code == 200
+        csp = response.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+        assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+    async def test_a_help_page_carries_the_same_headers_with_its_own_policy(
+        self, client: httpx.AsyncClient, db: AsyncConnectionPool[Any]
+    ) -> None:
+        await sync_help_articles(db)
+        response = await client.get("/help/returns")
+        assert response.status_code == 200
+        assert response.headers["content-security-policy"].startswith("default-src 'none'")
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
+ORIGIN = "https://shop.example"
+PREFLIGHT = {
+    "Origin": ORIGIN,
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "authorization, content-type, last-event-id, x-api-key",
+}
+
+
+class TestCors:
+    async def test_cors_is_off_by_default(self, client: httpx.AsyncClient) -> None:
+        preflight = await client.options("/threads", headers=PREFLIGHT)
+        assert "access-control-allow-origin" not in preflight.headers
+        simple = await client.get("/healthz", headers={"Origin": ORIGIN})
+        assert "access-control-allow-origin" not in simple.headers
+
+    async def test_listed_origins_may_call_the_api(
+        self,
+        server: LiveServer,
+        other_server: Callable[..., AbstractContextManager[LiveServer]],
+    ) -> None:
+        with other_server(cors_origins=[ORIGIN]) as live:
+            async with live.client() as c:
+                preflight = await c.options("/threads", headers=PREFLIGHT)
+                assert preflight.status_code == 200, preflight.text
+                assert preflight.headers["access-control-allow-origin"] == ORIGIN
+                allowed = preflight.headers["access-control-allow-headers"].lower()
+                for header in ("authorization", "x-api-key", "last-event-id", "content-type"):
+                    assert header in allowed
+                created = await c.post("/threads", headers={**live.headers(NOAH), "Origin": ORIGIN})
+                assert created.status_code == 201
+                assert created.headers["access-control-allow-origin"] == ORIGIN
+                exposed = created.headers["access-control-expose-headers"].lower()
+                assert "location" in exposed and "content-location" in exposed
+                stranger = await c.options(
+                    "/threads", headers={**PREFLIGHT, "Origin": "https://evil.example"}
+                )
+                assert "access-control-allow-origin" not in stranger.headers
+
+    def test_origins_are_read_as_a_comma_separated_list(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("CORS_ORIGINS", "https://a.example, https://b.example")
+        settings = Settings(_env_file=None)  # type: ignore[call-arg]
+        assert settings.cors_origins == ["https://a.example", "https://b.example"]
+        monkeypatch.setenv("CORS_ORIGINS", '["https://c.example"]')
+        assert Settings(_env_file=None).cors_origins == ["https://c.example"]  # type: ignore[call-arg]
+        monkeypatch.delenv("CORS_ORIGINS")
+        assert Settings(_env_file=None).cors_origins == []  # type: ignore[call-arg]

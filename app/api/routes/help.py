@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
 
 from app.api.deps import ServicesDep, limit_public
+from app.api.middleware import page_headers
 from app.api.schemas import ErrorBody, Text
 from app.errors import NotFound
 from app.help.render import PAGE_CSP, article_page
@@ -54,9 +55,5 @@ async def article(services: ServicesDep, article_id: str) -> HTMLResponse:
     found = await get_article(services.pool, article_id)
     if found is None:
         raise NotFound("no help article with this id")
-    headers = {
-        "Content-Security-Policy": PAGE_CSP,
-        "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "public, max-age=300",
-    }
+    headers = {**page_headers(PAGE_CSP), "Cache-Control": "public, max-age=300"}
     return HTMLResponse(article_page(found), headers=headers)
