@@ -1,4 +1,4 @@
-"""Command line: `python -m app serve | migrate | seed | data import|export | token`."""
+"""Command line: `python -m app serve | migrate | seed | data import|export|erase | token`."""
 
 from __future__ import annotations
 
@@ -74,15 +74,18 @@ def cmd_serve(args: argparse.Namespace) -> None:
     workers = args.workers or settings.web_workers
     print(f"cs-agent serving on http://{host}:{port}  (API docs: /docs, workers: {workers})")
     level = settings.log_level.lower()
+    # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; which proxies are
+    # trusted is the service's TRUSTED_PROXIES setting (app/api/ratelimit.py).
+    options: dict[str, Any] = {"log_level": level, "proxy_headers": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level=level)
+        uvicorn.run(create_app(settings), host=host, port=port, **options)
         return
     # Worker processes build their own app from the environment; hand them the database this
     # process resolved (it may be the embedded server, which lives as long as this process).
     assert settings.database_url
     os.environ["DATABASE_URL"] = settings.database_url
     uvicorn.run(
-        "app.main:create_app", factory=True, host=host, port=port, workers=workers, log_level=level
+        "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
     )
 
 
@@ -130,6 +133,21 @@ def cmd_data_export(args: argparse.Namespace) -> None:
     asyncio.run(_with_pool(settings, dump))
 
 
+def cmd_data_erase(args: argparse.Namespace) -> None:
+    from app.api.auth import SUBJECT_RE
+    from app.db.erase import erase_user
+
+    if not SUBJECT_RE.fullmatch(args.user_id):
+        raise ValueError("a user id is 1-128 characters of A-Z a-z 0-9 _ . @ -")
+    settings = _settings_with_database()
+
+    async def erase(pool: AsyncConnectionPool[Any]) -> None:
+        erased = await erase_user(pool, args.user_id)
+        print(f"erased {args.user_id}: {erased.summary()}")
+
+    asyncio.run(_with_pool(settings, erase))
+
+
 def cmd_token(args: argparse.Namespace) -> None:
     from app.api.auth import issue_token
 
@@ -162,6 +180,11 @@ def parser() -> argparse.ArgumentParser:
     exp = data_sub.add_parser("export", help="write users.json, products.json, orders.json")
     exp.add_argument("dir")
     exp.set_defaults(func=cmd_data_export)
+    erase = data_sub.add_parser(
+        "erase", help="remove a user's threads, transcripts, runs and memory; redact their records"
+    )
+    erase.add_argument("user_id")
+    erase.set_defaults(func=cmd_data_erase)
     token = sub.add_parser("token", help="print a bearer token")
     token.add_argument("user_id")
     token.add_argument("--role", choices=["customer", "guest"], default="customer")

@@ -94,6 +94,25 @@ class Settings(BaseSettings):
     thread_lease_ttl_s: float = Field(default=15.0, gt=0.2, le=600)
     # A whole turn (every model call and tool of it) ends with `error` + `done` after this.
     turn_deadline_s: float = Field(default=300.0, gt=0)
+
+    # Rate limits and the model-token budget (app/api/ratelimit.py), held in Postgres so they
+    # hold across replicas. Each limit allows `*_burst` requests at once, then refills at its
+    # rate; a rate of 0 turns that limit off. Posts (and resumes) and thread creations count
+    # per signed-in user; the public routes and failed sign-ins per client IP.
+    rate_limit_posts_per_minute: float = Field(default=12, ge=0)
+    rate_limit_posts_burst: int = Field(default=20, ge=1)
+    rate_limit_threads_per_hour: float = Field(default=60, ge=0)
+    rate_limit_threads_burst: int = Field(default=20, ge=1)
+    rate_limit_public_per_minute: float = Field(default=120, ge=0)  # /help
+    rate_limit_public_burst: int = Field(default=60, ge=1)
+    rate_limit_auth_per_minute: float = Field(default=10, ge=0)  # /auth/demo, failed sign-ins
+    rate_limit_auth_burst: int = Field(default=10, ge=1)
+    # Model tokens (input + output) one user's runs may use per UTC day; 0: no budget.
+    token_budget_per_day: int = Field(default=1_000_000, ge=0)
+    # Proxies whose X-Forwarded-For is believed (comma-separated IPs or CIDRs). Empty: the
+    # client is the TCP peer, and X-Forwarded-For is ignored.
+    trusted_proxies: str = ""
+
     # Allocations between first-generation collections, set (with a freeze of the startup
     # heap) once the service has started; 0 keeps Python's defaults. See app/gc_tuning.py.
     gc_gen0_threshold: int = Field(default=10_000, ge=0)

@@ -53,6 +53,18 @@ class ThreadBusy(Conflict):
         super().__init__("another reply is in progress on this thread; try again when it ends")
 
 
+class RateLimited(AppError):
+    """429: a rate limit or a budget is spent; `Retry-After` says when to try again."""
+
+    status_code = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.retry_after_s = max(1, retry_after_s)
+        self.headers = {"Retry-After": str(self.retry_after_s)}
+
+
 def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 

@@ -14,6 +14,7 @@ HELP = {
     "cs_agent_tool_cache_total": "Read-tool cache lookups, by result.",
     "cs_agent_tool_results_total": "Tool results, by status.",
     "cs_agent_thread_busy_total": "Requests refused because the thread had a run.",
+    "cs_agent_rate_limited_total": "Requests refused by a rate limit or budget, by limit.",
 }
 
 

@@ -116,6 +116,12 @@ class Bench:
             "WRITE_CONFIRMATION": "off",
             "LOG_LEVEL": "WARNING",
             "JWT_SECRET": JWT_SECRET,
+            # A benchmark customer posts thousands of turns back to back (a long thread's 400
+            # messages, every level's runs): the post rate is still checked, with a burst it
+            # never reaches, so its cost is measured. The token budget is off: summing a
+            # day of thousands of runs per customer would measure no real customer.
+            "RATE_LIMIT_POSTS_BURST": "1000000",
+            "TOKEN_BUDGET_PER_DAY": "0",
         }
 
     def ours(

@@ -17,7 +17,8 @@ pytest_plugins = ["tests.fakes.fixtures"]
 DOMAIN_TABLES = (
     "customers, payment_methods, products, variants, orders, order_items, fulfillments, "
     "payment_transactions, tool_executions, audit_log, handoff_tickets, threads, runs, "
-    "help_articles, transcript_archive, identity_codes, outbox"
+    "help_articles, transcript_archive, rate_limits, spent_tokens, "
+    "identity_codes, outbox"
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Request
@@ -11,7 +12,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.agent.threads import SESSION_ID_RE
 from app.api.auth import Principal, bearer_token, verify_token
+from app.api.ratelimit import RateLimiter
 from app.config import Settings
+from app.errors import Unauthorized
 from app.metrics import Metrics
 from app.runs.inspect import ThreadInspector
 from app.runs.repository import RunRepository
@@ -29,6 +32,11 @@ class Services:
     metrics: Metrics
     model_label: str  # "demo" or the configured model name
 
+    @cached_property
+    def limiter(self) -> RateLimiter:
+        # Built on first use from what the lifespan opened; it holds no connection of its own.
+        return RateLimiter(self.pool, self.settings, self.metrics)
+
 
 # Dependencies are `async def` although they never await: FastAPI runs a plain `def`
 # dependency in a worker thread, a thread hop per request for a dict lookup and an HMAC.
@@ -37,12 +45,53 @@ async def get_services(request: Request) -> Services:
     return services
 
 
+def _client_key(request: Request, services: Services) -> str:
+    peer = request.client.host if request.client else None
+    return services.limiter.client_key(peer, request.headers.get("x-forwarded-for"))
+
+
 async def current_user(
+    request: Request,
     services: Annotated[Services, Depends(get_services)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    token = bearer_token(authorization)
-    return verify_token(services.settings.jwt_secret.get_secret_value(), token)
+    try:
+        return verify_token(
+            services.settings.jwt_secret.get_secret_value(), bearer_token(authorization)
+        )
+    except Unauthorized:
+        # Failed sign-ins count per client IP; past the limit the answer is 429, not 401.
+        await services.limiter.check("auth", _client_key(request, services))
+        raise
+
+
+async def limit_public(
+    request: Request, services: Annotated[Services, Depends(get_services)]
+) -> None:
+    """The public routes (the help centre), per client IP."""
+    await services.limiter.check("public", _client_key(request, services))
+
+
+async def limit_sign_in(
+    request: Request, services: Annotated[Services, Depends(get_services)]
+) -> None:
+    """Demo sign-ins mint identities: counted with failed sign-ins, per client IP."""
+    await services.limiter.check("auth", _client_key(request, services))
+
+
+async def limit_posts(
+    user: Annotated[Principal, Depends(current_user)],
+    services: Annotated[Services, Depends(get_services)],
+) -> None:
+    """A turn's model calls cost money: the user's post rate and daily token budget."""
+    await services.limiter.check_post(user.user_id)
+
+
+async def limit_thread_creation(
+    user: Annotated[Principal, Depends(current_user)],
+    services: Annotated[Services, Depends(get_services)],
+) -> None:
+    await services.limiter.check("threads", user.user_id)
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

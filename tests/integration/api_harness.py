@@ -33,7 +33,10 @@ class LiveServer:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        # As `serve` runs it: X-Forwarded-For is for the app to trust (TRUSTED_PROXIES).
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, proxy_headers=False
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from app.api.auth import GUEST_PREFIX, issue_token, subject_matches_role
-from app.api.deps import ServicesDep
+from app.api.deps import ServicesDep, limit_public, limit_sign_in
 from app.api.routes.common import require_json
 from app.api.schemas import DemoCustomerOut, DemoLoginIn, TokenOut
 from app.db.seed import demo_customers
@@ -17,7 +17,11 @@ from app.errors import AppError, NotFound
 router = APIRouter(tags=["auth"])
 
 
-@router.post("/auth/demo", response_model=TokenOut, dependencies=[Depends(require_json)])
+@router.post(
+    "/auth/demo",
+    response_model=TokenOut,
+    dependencies=[Depends(limit_sign_in), Depends(require_json)],
+)
 async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]:
     settings = services.settings
     if settings.app_env != "dev":
@@ -42,7 +46,11 @@ async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]
     return {"token": token}
 
 
-@router.get("/auth/demo/customers", response_model=list[DemoCustomerOut])
+@router.get(
+    "/auth/demo/customers",
+    response_model=list[DemoCustomerOut],
+    dependencies=[Depends(limit_public)],
+)
 async def demo_customer_list(services: ServicesDep) -> list[dict[str, Any]]:
     """A few seeded customers to sign in as on the demo page (APP_ENV=dev only)."""
     if services.settings.app_env != "dev":

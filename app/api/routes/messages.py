@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.agent.threads import thread_id
-from app.api.deps import CurrentUser, ServicesDep, SessionId
+from app.api.deps import CurrentUser, ServicesDep, SessionId, limit_posts
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.schemas import MessageIn, ResumeIn, TurnResult
 from app.api.sse import one_by_one, replay, sse_response
@@ -41,6 +41,7 @@ async def _respond(
     "/threads/{session_id}/messages",
     response_model=TurnResult,
     responses={**JSON_ERRORS, 200: {"content": {"text/event-stream": {}}}},
+    dependencies=[Depends(limit_posts)],
     summary="Post a user message; the answer streams as SSE or returns as JSON",
 )
 async def post_message(
@@ -61,6 +62,7 @@ async def post_message(
     "/threads/{session_id}/resume",
     response_model=TurnResult,
     responses={**JSON_ERRORS, 200: {"content": {"text/event-stream": {}}}},
+    dependencies=[Depends(limit_posts)],
     summary="Approve or reject the writes a paused run is waiting on",
 )
 async def resume(

@@ -1,0 +1,243 @@
+"""Personal data at the end of a thread or of a customer: what is removed, what is kept.
+
+Deleting a thread removes its conversation (the route's delete). The records of the writes
+it made stay, because the shop's books and the audit trail need them, but only as ids, the
+tool, the outcome's status and amounts, and the time: addresses, names, emails and free text
+are dropped from `tool_executions` and `audit_log` (`redact_arguments`, `redact_outcome`).
+The thread's model tokens of the day are kept as a count (`spent_tokens`), so a deleted
+thread does not give its tokens back to the day's budget.
+
+Erasing a customer (`cs-agent data erase USER_ID`) removes every thread of theirs with its
+checkpoints, transcript archive and runs, their remembered preferences, their token counts,
+and redacts the same records, plus the summaries of their hand-over tickets. The shop's own
+records of the customer (profile, orders, payments) are the shop's books and stay.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from app.memory.store import namespace
+
+# Write-tool arguments that are ids, codes or amounts. Anything else (an address, a hand-over
+# summary) is dropped.
+ARGUMENT_KEYS = frozenset(
+    {"order_id", "user_id", "item_ids", "new_item_ids", "payment_method_id", "reason"}
+)
+# What stays of an order (or customer) a write returned.
+OUTCOME_KEYS = frozenset(
+    {
+        "order_id",
+        "user_id",
+        "status",
+        "items",
+        "payment_history",
+        "cancel_reason",
+        "return_items",
+        "return_payment_method_id",
+        "exchange_items",
+        "exchange_new_items",
+        "exchange_payment_method_id",
+        "exchange_price_difference",
+    }
+)
+NESTED_KEYS = {
+    "items": frozenset({"item_id", "product_id", "price"}),
+    "payment_history": frozenset({"transaction_type", "amount", "payment_method_id"}),
+}
+REDACTED = "[redacted]"
+ERASE_CLAIM_TTL_MS = 60_000
+ERASED_SUMMARY = "[erased]"
+
+
+def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in arguments.items() if k in ARGUMENT_KEYS}
+
+
+def redact_outcome(outcome: str) -> str:
+    """A JSON outcome (the order or customer a write returned) keeps its ids, status and
+    amounts. Plain text outcomes are the service's own words ("Error: ...", the hand-over
+    notice) and stay."""
+    if not outcome.lstrip().startswith(("{", "[")):
+        return outcome
+    try:
+        value = json.loads(outcome)
+    except ValueError:
+        return REDACTED
+    if not isinstance(value, dict):
+        return REDACTED
+    kept: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in OUTCOME_KEYS:
+            continue
+        allowed = NESTED_KEYS.get(key)
+        if allowed is not None and isinstance(item, list):
+            item = [
+                {k: v for k, v in entry.items() if k in allowed}
+                for entry in item
+                if isinstance(entry, dict)
+            ]
+        kept[key] = item
+    return json.dumps(kept, separators=(",", ":"))
+
+
+# The rows of a thread, or of a user: their threads and the writes made for them.
+_THREAD = "thread_id = %(thread_id)s"
+_USER_EXECUTIONS = "starts_with(thread_id, %(prefix)s) OR user_id = %(user_id)s"
+_USER_AUDIT = "starts_with(thread_id, %(prefix)s) OR customer_id = %(user_id)s"
+
+
+async def _redact(
+    conn: AsyncConnection[Any], table: str, id_column: str, where: str, params: dict[str, Any]
+) -> int:
+    """Redact the matching rows of `table`; returns how many changed."""
+    cur = await conn.execute(
+        f"SELECT {id_column} AS id, arguments, outcome FROM {table} WHERE {where} FOR UPDATE",
+        params,
+    )
+    changed = []
+    for row in await cur.fetchall():
+        arguments, outcome = redact_arguments(row["arguments"]), redact_outcome(row["outcome"])
+        if arguments != row["arguments"] or outcome != row["outcome"]:
+            changed.append((Jsonb(arguments), outcome, row["id"]))
+    if changed:
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                f"UPDATE {table} SET arguments = %s, outcome = %s WHERE {id_column} = %s",
+                changed,
+            )
+    return len(changed)
+
+
+async def keep_spent_tokens(pool: AsyncConnectionPool[Any], thread_id: str) -> None:
+    """Record the model tokens of the thread's runs of today, before the runs are deleted
+    (and drop counts too old for any day's budget)."""
+    async with pool.connection() as conn:
+        await conn.execute(
+            """WITH old AS (
+                   DELETE FROM spent_tokens
+                   WHERE created_at < date_trunc('day', now(), 'UTC') - interval '1 day'
+               )
+               INSERT INTO spent_tokens (run_id, user_id, created_at, tokens)
+               SELECT r.run_id, t.user_id, r.created_at,
+                      coalesce((r.result->'usage'->>'input_tokens')::bigint, 0)
+                      + coalesce((r.result->'usage'->>'output_tokens')::bigint, 0)
+               FROM runs r JOIN threads t ON t.thread_id = r.thread_id
+               WHERE r.thread_id = %(thread_id)s
+                 AND r.created_at >= date_trunc('day', now(), 'UTC')
+                 AND r.result ? 'usage'
+               ON CONFLICT (run_id) DO NOTHING""",
+            {"thread_id": thread_id},
+        )
+
+
+async def redact_thread_records(pool: AsyncConnectionPool[Any], thread_id: str) -> int:
+    params = {"thread_id": thread_id}
+    async with pool.connection() as conn, conn.transaction():
+        executions = await _redact(conn, "tool_executions", "idempotency_key", _THREAD, params)
+        return executions + await _redact(conn, "audit_log", "id", _THREAD, params)
+
+
+async def forget_thread(
+    pool: AsyncConnectionPool[Any], thread_id: str, delete: Callable[[str], Awaitable[None]]
+) -> None:
+    """DELETE /threads/{id}: `delete` removes the conversation; around it, the day's token
+    count is kept and the thread's write records lose their personal fields."""
+    await keep_spent_tokens(pool, thread_id)
+    await delete(thread_id)
+    await redact_thread_records(pool, thread_id)
+
+
+@dataclass(frozen=True)
+class Erased:
+    threads: int = 0
+    runs: int = 0
+    checkpoints: int = 0
+    checkpoint_writes: int = 0
+    checkpoint_blobs: int = 0
+    transcript_messages: int = 0
+    memories: int = 0
+    token_counts: int = 0
+    executions_redacted: int = 0
+    audit_rows_redacted: int = 0
+    handoff_tickets_redacted: int = 0
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in asdict(self).items())
+
+
+class ThreadsBusy(ValueError):
+    """A reply is running on one of the user's threads."""
+
+
+def memory_prefix(user_id: str) -> str:
+    # LangGraph's PostgresStore keeps a namespace as its parts joined by dots (a test reads
+    # the erased preferences back through the store, so a change upstream shows there).
+    return ".".join(namespace(user_id))
+
+
+async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
+    """Remove everything the service keeps about a user's conversations, in one transaction.
+    Refused (ThreadsBusy, nothing changed) while a reply runs on one of their threads."""
+    params = {
+        "user_id": user_id,
+        "prefix": f"{user_id}:",
+        "memory": memory_prefix(user_id),
+        "run": f"erase-{uuid.uuid4()}",
+        "ttl_ms": ERASE_CLAIM_TTL_MS,
+    }
+    async with pool.connection() as conn, conn.transaction():
+
+        async def delete(sql: str) -> int:
+            cur = await conn.execute(sql, params)
+            return int(cur.rowcount)
+
+        # Claim every thread as a run would (migrations/versions/0005): a reply running on
+        # one refuses the erase, and a run that lost its claim can commit nothing after it.
+        cur = await conn.execute(
+            """SELECT mine.t, claim.generation FROM (
+                   SELECT thread_id FROM threads WHERE user_id = %(user_id)s
+                   UNION SELECT DISTINCT thread_id FROM checkpoints
+                   WHERE starts_with(thread_id, %(prefix)s)
+               ) AS mine (t),
+               LATERAL cs_claim_thread(mine.t, 'erase', %(run)s, %(ttl_ms)s) AS claim""",
+            params,
+        )
+        claimed = await cur.fetchall()
+        if any(row["generation"] is None for row in claimed):
+            raise ThreadsBusy("a reply is running on one of the user's threads; retry")
+        prefix = "WHERE starts_with(thread_id, %(prefix)s)"
+        erased = Erased(
+            checkpoint_writes=await delete(f"DELETE FROM checkpoint_writes {prefix}"),
+            checkpoint_blobs=await delete(f"DELETE FROM checkpoint_blobs {prefix}"),
+            checkpoints=await delete(f"DELETE FROM checkpoints {prefix}"),
+            transcript_messages=await delete(f"DELETE FROM transcript_archive {prefix}"),
+            runs=await delete(f"DELETE FROM runs {prefix}"),
+            threads=await delete("DELETE FROM threads WHERE user_id = %(user_id)s"),
+            memories=await delete("DELETE FROM store WHERE prefix = %(memory)s"),
+            token_counts=await delete("DELETE FROM spent_tokens WHERE user_id = %(user_id)s"),
+            executions_redacted=await _redact(
+                conn, "tool_executions", "idempotency_key", _USER_EXECUTIONS, params
+            ),
+            audit_rows_redacted=await _redact(conn, "audit_log", "id", _USER_AUDIT, params),
+            handoff_tickets_redacted=await delete(
+                f"""UPDATE handoff_tickets SET summary = '{ERASED_SUMMARY}'
+                    WHERE (customer_id = %(user_id)s OR starts_with(thread_id, %(prefix)s))
+                      AND summary <> '{ERASED_SUMMARY}'"""
+            ),
+        )
+        # Released, not deleted: a lease's generation must never start again at 1.
+        await conn.execute(
+            """UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
+               WHERE run_id = %(run)s""",
+            params,
+        )
+        return erased
