@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     llm_provider: Literal["auto", "openai", "demo"] = "auto"
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 3
+    # Seconds one whole model call may take: connect, retries, first byte and the stream to
+    # its end. `llm_timeout_s` bounds only each wait for bytes, so a server that keeps a
+    # stream alive with keepalives would otherwise hold a turn for ever.
+    llm_call_deadline_s: float = Field(default=120.0, gt=0)
     # HTTP stack under the openai SDK. aiohttp parses the streamed response in C; httpx
     # (the SDK's default) in pure Python, which cost ~14% of a turn's CPU under load.
     llm_http_client: Literal["aiohttp", "httpx"] = "aiohttp"

@@ -30,6 +30,7 @@ from app.agent.cache import stored as cache_stored
 from app.agent.cache import tags_for as cache_tags
 from app.agent.citations import citations_from
 from app.agent.context import AgentContext, conversation_customer
+from app.agent.llm import ModelReplyBroken, model_call_deadline, require_finished
 from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply, text_of
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
@@ -90,23 +91,29 @@ def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
     return message.model_copy(update={"tool_calls": repaired, "invalid_tool_calls": []})
 
 
-async def streamed(runnable: Runnable[Any, BaseMessage], window: list[BaseMessage]) -> BaseMessage:
+async def streamed(
+    runnable: Runnable[Any, BaseMessage], window: list[BaseMessage], *, deadline_s: float
+) -> BaseMessage:
     """Call the model and hand each piece of its text to the run's stream as it arrives.
 
     The run reads these from LangGraph's `custom` stream rather than its `messages` mode:
     that mode hooks a callback handler into every runnable of the graph to catch tokens,
     which cost about 5 ms of CPU per turn, an eighth of the graph's own cost.
+
+    The whole call has `deadline_s`, and a reply the model did not finish raises: either
+    way the node fails, so nothing it streamed is stored, and the run ends with an error.
     """
     write = get_stream_writer()
     chunks: list[Any] = []
-    async for chunk in runnable.astream(window, get_config()):
-        chunks.append(chunk)
-        if text := text_of(chunk):
-            write({TOKEN_KEY: text, "message_id": chunk.id})
+    async with model_call_deadline(deadline_s):
+        async for chunk in runnable.astream(window, get_config()):
+            chunks.append(chunk)
+            if text := text_of(chunk):
+                write({TOKEN_KEY: text, "message_id": chunk.id})
     if not chunks:
-        return AIMessage(content="")
+        raise ModelReplyBroken("nothing came back")
     merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
-    return message_chunk_to_message(merged)
+    return require_finished(message_chunk_to_message(merged))
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ class CoreNodes:
         if self.settings.tool_calling == "react":
             return {**await self._text_protocol_step(window, state, forced=forced), **memo}
         runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
-        response = await streamed(runnable, window)
+        response = await streamed(runnable, window, deadline_s=self.settings.llm_call_deadline_s)
         response = with_invalid_calls_as_errors(response)
         if forced and isinstance(response, AIMessage) and response.tool_calls:
             response = response.model_copy(update={"tool_calls": []})
@@ -218,7 +225,7 @@ class CoreNodes:
         errors = state.get("format_errors", 0)
         usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
         while True:
-            reply = await streamed(self.model, script)
+            reply = await streamed(self.model, script, deadline_s=self.settings.llm_call_deadline_s)
             steps += 1
             for k, v in (getattr(reply, "usage_metadata", None) or {}).items():
                 if k in usage and isinstance(v, int):

@@ -25,6 +25,7 @@ from langchain_core.messages import (
 from langgraph.runtime import Runtime
 
 from app.agent.context import AgentContext
+from app.agent.llm import model_call_deadline, require_finished
 from app.agent.state import AgentState
 from app.agent.trimming import count_tokens
 from app.config import Settings
@@ -105,13 +106,16 @@ class Summarizer:
         folded = messages[:cut]
         previous = state.get("summary")
         try:
-            reply = await self.model.ainvoke(
-                [
-                    SystemMessage(content=SUMMARY_SYSTEM),
-                    HumanMessage(content=transcript_text(previous, folded)),
-                ],
-                config={"tags": ["summarizer"]},
-            )
+            # The agent's deadline, and a summary cut off half-way is no summary.
+            async with model_call_deadline(self.settings.llm_call_deadline_s):
+                reply = await self.model.ainvoke(
+                    [
+                        SystemMessage(content=SUMMARY_SYSTEM),
+                        HumanMessage(content=transcript_text(previous, folded)),
+                    ],
+                    config={"tags": ["summarizer"]},
+                )
+            require_finished(reply)
             archived = state.get("archived_count", 0)
             await self.archive.append(runtime.context.thread_id, archived, folded)
         except Exception as error:

@@ -14,6 +14,7 @@ from app.fakellm.types import (
     Latency,
     Policy,
     Reply,
+    StreamFault,
     ToolCall,
     ToolResult,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedModelServer",
     "Step",
+    "StreamFault",
     "ToolCall",
     "ToolResult",
 ]

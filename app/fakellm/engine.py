@@ -16,11 +16,12 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from app.fakellm import wire
-from app.fakellm.types import ChatRequest, Fault, Latency, Policy, Reply
+from app.fakellm.types import ChatRequest, Fault, Latency, Policy, Reply, StreamFault
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODELS = ("gpt-4o-mini", "fakellm")
+KEEPALIVE = b": keepalive\n\n"
 
 
 class ModelEngine:
@@ -110,8 +111,9 @@ def _error(fault: Fault) -> JSONResponse:
 
 
 class _CompletionResponse(Response):
-    """Paces the answer (delay, time to first token, tokens per second) and stops early
-    when the client goes away, so timed-out clients leave no work behind."""
+    """Paces the answer (delay, time to first token, tokens per second), breaks it as its
+    `StreamFault` says, and stops early when the client goes away, so timed-out clients
+    leave no work behind."""
 
     def __init__(self, request: ChatRequest, reply: Reply, latency: Latency) -> None:
         super().__init__()
@@ -119,6 +121,7 @@ class _CompletionResponse(Response):
         self.reply = reply
         self.pace = reply.latency or latency
         self.usage = wire.Usage.of(request, reply)
+        self.broken = reply.resolved_stream_fault
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         disconnected = asyncio.Event()
@@ -126,9 +129,11 @@ class _CompletionResponse(Response):
         try:
             if await _pause(self.reply.delay_s, disconnected):
                 return
-            if self.reply.fault is not None:
+            if self.broken is not None and self.broken.kind == "hang":
+                await disconnected.wait()
+            elif self.reply.fault is not None:
                 await _error(self.reply.fault)(scope, receive, send)
-            elif self.chat.stream:
+            elif self.chat.stream and not (self.broken and self.broken.kind == "plain_json"):
                 await self._stream(send, disconnected)
             else:
                 await self._complete(scope, receive, send, disconnected)
@@ -143,29 +148,65 @@ class _CompletionResponse(Response):
         seconds = self.pace.ttft_ms / 1000 + self.usage.completion_tokens * self.pace.per_token_s
         if await _pause(seconds, disconnected):
             return
-        await JSONResponse(wire.completion(self.chat, self.reply, self.usage))(scope, receive, send)
+        if self.broken is None:
+            body = wire.completion(self.chat, self.reply, self.usage)
+            await JSONResponse(body)(scope, receive, send)
+        elif self.broken.kind in ("wrong_schema", "plain_json"):
+            await JSONResponse(wire.not_a_completion(self.chat, self.reply))(scope, receive, send)
+        else:
+            await self._broken_body(send, disconnected, self.broken)
+
+    async def _broken_body(
+        self, send: Send, disconnected: asyncio.Event, fault: StreamFault
+    ) -> None:
+        """A plain reply that drips spaces (valid JSON whitespace), or stops half-way."""
+        await _start(send, b"application/json")
+        if fault.kind == "drip":
+            await _drip(send, disconnected, fault.every_s, b" ")
+            return
+        body = json.dumps(wire.completion(self.chat, self.reply, self.usage)).encode()
+        await _send_body(send, body[: len(body) // 2])
+        if fault.kind == "truncate":
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # reset: return without completing the response, and the server drops the connection
 
     async def _stream(self, send: Send, disconnected: asyncio.Event) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-cache"),
-                ],
-            }
-        )
+        await _start(send, b"text/event-stream; charset=utf-8")
+        chunks = wire.chunks(self.chat, self.reply, self.usage)
+        fault = self.broken
+        if fault is not None:
+            chunks = wire.broken_chunks(chunks, fault)
         wait = self.pace.ttft_ms / 1000
-        for sent, chunk in enumerate(wire.chunks(self.chat, self.reply, self.usage)):
-            if self.reply.drop_after_chunks is not None and sent >= self.reply.drop_after_chunks:
-                return  # the server closes the connection mid-stream
-            if chunk["choices"] and await _pause(wait, disconnected):
+        for chunk in chunks:
+            # (the usage chunk, `choices: []`, follows the finish chunk at once)
+            if chunk.get("choices") != [] and await _pause(wait, disconnected):
                 return
             wait = self.pace.per_token_s
             await _send_body(send, wire.sse(chunk))
-        await _send_body(send, wire.sse("[DONE]"))
+        if fault is not None and fault.kind == "drip":
+            await _drip(send, disconnected, fault.every_s, KEEPALIVE)
+            return
+        if fault is not None and fault.kind == "reset":
+            return  # without completing the response: the server drops the connection
+        if fault is None or fault.kind == "wrong_schema":
+            await _send_body(send, wire.sse("[DONE]"))
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _start(send: Send, content_type: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", content_type), (b"cache-control", b"no-cache")],
+        }
+    )
+
+
+async def _drip(send: Send, disconnected: asyncio.Event, every_s: float, data: bytes) -> None:
+    """`data` every `every_s` until the client goes away."""
+    while not await _pause(every_s, disconnected):
+        await _send_body(send, data)
 
 
 async def _send_body(send: Send, data: bytes) -> None:
@@ -189,7 +230,7 @@ async def _pause(seconds: float, disconnected: asyncio.Event) -> bool:
 
 
 class _QuietDroppedStreams(logging.Filter):
-    """`drop_after_chunks` is deliberate; uvicorn's error line for it is noise."""
+    """A reset (`StreamFault.reset`) is deliberate; uvicorn's error line for it is noise."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "returned without completing response" not in record.getMessage()

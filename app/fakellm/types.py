@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 JSONDict = dict[str, Any]
 
@@ -161,6 +161,57 @@ class Fault:
         return cls(status, f"fakellm: HTTP {status}", "invalid_request_error")
 
 
+StreamFaultKind = Literal["hang", "drip", "reset", "truncate", "wrong_schema", "plain_json"]
+
+
+@dataclass(frozen=True)
+class StreamFault:
+    """A reply that goes wrong after the request was accepted, as real model servers and
+    the proxies in front of them do. `Fault` is the other kind: an HTTP error instead of a
+    reply. Applies to streamed and plain requests alike."""
+
+    kind: StreamFaultKind
+    # drip, reset, truncate: stream chunks sent first (the first one carries only the role);
+    # None for truncate: every chunk before the one with `finish_reason`.
+    after_chunks: int | None = 2
+    every_s: float = 1.0  # drip: seconds between two keepalives
+
+    @classmethod
+    def hang(cls) -> StreamFault:
+        """Not one byte, headers included, until the client gives up."""
+        return cls("hang")
+
+    @classmethod
+    def drip(cls, every_s: float = 1.0, *, after_chunks: int = 2) -> StreamFault:
+        """A few chunks, then an SSE comment (`: keepalive`) every `every_s` for ever: never
+        silent for long enough to trip a read timeout (a plain reply: a space instead)."""
+        return cls("drip", after_chunks, every_s)
+
+    @classmethod
+    def reset(cls, *, after_chunks: int = 2) -> StreamFault:
+        """A few chunks, then the connection is closed mid-response (a plain reply: half
+        its body)."""
+        return cls("reset", after_chunks)
+
+    @classmethod
+    def truncate(cls, *, after_chunks: int | None = None) -> StreamFault:
+        """The response ends cleanly but early: no `finish_reason`, no usage, no `[DONE]`
+        (a plain reply: half its body)."""
+        return cls("truncate", after_chunks)
+
+    @classmethod
+    def wrong_schema(cls) -> StreamFault:
+        """Well-formed JSON of the wrong shape: stream chunks without `choices` (then
+        `[DONE]`); a plain reply that is no chat completion."""
+        return cls("wrong_schema", None)
+
+    @classmethod
+    def plain_json(cls) -> StreamFault:
+        """Even a streamed request gets one plain JSON object that is no chat completion,
+        as from a server that ignores `stream` and speaks another API."""
+        return cls("plain_json", None)
+
+
 @dataclass(frozen=True)
 class Latency:
     """Streaming pace: wait `ttft_ms` before the first chunk, then one chunk per token."""
@@ -183,8 +234,9 @@ class Reply:
     # Seconds before any response byte (headers included): simulates a hung upstream.
     delay_s: float = 0.0
     latency: Latency | None = None  # None: the server's default
-    # Streaming only: send this many chunks, then drop the connection.
+    # Streaming only: send this many chunks, then drop the connection (as StreamFault.reset).
     drop_after_chunks: int | None = None
+    stream_fault: StreamFault | None = None
     finish_reason: str | None = None  # None: "tool_calls" if any, else "stop"
 
     @classmethod
@@ -202,6 +254,17 @@ class Reply:
     @classmethod
     def fail(cls, status: int = 500, **options: Any) -> Reply:
         return cls(fault=Fault.for_status(status), **options)
+
+    @classmethod
+    def broken(cls, fault: StreamFault, text: str = "", **options: Any) -> Reply:
+        """`text` is the answer the fault cuts short (or reshapes)."""
+        return cls(text=text, stream_fault=fault, **options)
+
+    @property
+    def resolved_stream_fault(self) -> StreamFault | None:
+        if self.stream_fault is None and self.drop_after_chunks is not None:
+            return StreamFault.reset(after_chunks=self.drop_after_chunks)
+        return self.stream_fault
 
     @property
     def resolved_finish_reason(self) -> str:

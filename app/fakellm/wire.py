@@ -7,10 +7,10 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from app.fakellm.types import ChatRequest, JSONDict, Reply, ToolCall
+from app.fakellm.types import ChatRequest, JSONDict, Reply, StreamFault, ToolCall
 
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4  # role and separators, roughly what OpenAI adds per message
@@ -163,6 +163,32 @@ def chunks(request: ChatRequest, reply: Reply, usage: Usage) -> Iterator[JSONDic
             "choices": [],
             "usage": usage.as_dict(),
         }
+
+
+def broken_chunks(chunks: Iterable[JSONDict], fault: StreamFault) -> Iterator[JSONDict]:
+    """The chunks a faulty stream sends before it breaks, or in the wrong shape."""
+    if fault.kind == "wrong_schema":
+        for chunk in chunks:
+            # the delta outside the `choices` list, as some non-OpenAI servers put it
+            body = {k: v for k, v in chunk.items() if k != "choices"}
+            for choice in chunk.get("choices") or []:
+                body["delta"] = choice["delta"]
+            yield body
+        return
+    if fault.kind == "hang":
+        return
+    for sent, chunk in enumerate(chunks):
+        finishes = any(c.get("finish_reason") for c in chunk.get("choices") or [])
+        if sent == fault.after_chunks or (fault.kind == "truncate" and finishes):
+            return
+        yield chunk
+
+
+def not_a_completion(request: ChatRequest, reply: Reply) -> JSONDict:
+    """JSON that is no chat completion: the answer in the shape of Ollama's native
+    `/api/chat`, not OpenAI's."""
+    message = {"role": "assistant", "content": reply.text}
+    return {"model": request.model, "message": message, "done": True}
 
 
 def sse(data: JSONDict | str) -> bytes:

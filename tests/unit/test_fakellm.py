@@ -16,6 +16,7 @@ from app.fakellm import (
     Router,
     Script,
     ScriptExhausted,
+    StreamFault,
     ToolCall,
     wire,
 )
@@ -112,6 +113,62 @@ class TestChunks:
         assert message["tool_calls"][0]["function"]["arguments"] == "{not json"
         assert body["choices"][0]["finish_reason"] == "tool_calls"
         assert body["usage"]["total_tokens"] == 6
+
+
+def broken(fault: StreamFault, text: str = "one two three four") -> list[dict[str, Any]]:
+    reply = Reply.broken(fault, text)
+    chunks = wire.chunks(request(user("hi")), reply, wire.Usage(4, 4))
+    return list(wire.broken_chunks(chunks, fault))
+
+
+def finish_reasons(chunks: list[dict[str, Any]]) -> list[str]:
+    return [
+        c["finish_reason"] for k in chunks for c in k.get("choices") or [] if c["finish_reason"]
+    ]
+
+
+class TestStreamFaults:
+    @pytest.mark.parametrize(
+        "fault", [StreamFault.drip(), StreamFault.reset()], ids=["drip", "reset"]
+    )
+    def test_drip_and_reset_send_the_role_and_first_word_by_default(
+        self, fault: StreamFault
+    ) -> None:
+        chunks = broken(fault)
+        assert [c["choices"][0]["delta"].get("content") for c in chunks] == ["", "one"]
+
+    def test_truncate_stops_before_the_finish_and_the_usage(self) -> None:
+        chunks = broken(StreamFault.truncate())
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+        assert text == "one two three four"
+        assert finish_reasons(chunks) == []
+        assert all(c["choices"] for c in chunks)  # no usage chunk
+
+    def test_truncate_after_some_chunks_cuts_mid_answer(self) -> None:
+        chunks = broken(StreamFault.truncate(after_chunks=3))
+        assert [c["choices"][0]["delta"].get("content") for c in chunks] == ["", "one", " two"]
+
+    def test_wrong_schema_chunks_carry_no_choices_and_no_finish(self) -> None:
+        chunks = broken(StreamFault.wrong_schema())
+        assert chunks and all("choices" not in c for c in chunks)
+        assert [c["delta"].get("content") for c in chunks[1:5]] == [
+            "one",
+            " two",
+            " three",
+            " four",
+        ]
+
+    def test_a_hang_streams_nothing(self) -> None:
+        assert broken(StreamFault.hang()) == []
+
+    def test_wrong_schema_plain_reply_is_no_chat_completion(self) -> None:
+        body = wire.not_a_completion(request(user("hi"), stream=False), Reply.say("hello"))
+        assert "choices" not in body and body["message"]["content"] == "hello"
+
+    def test_drop_after_chunks_is_a_reset(self) -> None:
+        reply = Reply.say("x", drop_after_chunks=3)
+        assert reply.resolved_stream_fault == StreamFault.reset(after_chunks=3)
+        assert Reply.say("x").resolved_stream_fault is None
 
 
 class TestTokenEstimate:
