@@ -80,16 +80,18 @@ def post_in_background(url: str, body: dict[str, Any], headers: dict[str, str]) 
     """An SSE request left hanging; the process under it is about to die."""
 
     def run() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            with httpx.stream(
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.stream(
                 "POST",
                 url,
                 json=body,
                 headers={**headers, "Accept": "text/event-stream"},
                 timeout=60,
-            ) as response:
-                for _ in response.iter_bytes():
-                    pass
+            ) as response,
+        ):
+            for _ in response.iter_bytes():
+                pass
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -126,7 +128,8 @@ def assert_clean(pg: procs.PrivatePostgres, thread: str, order_id: str) -> None:
     assert executions(pg, thread) == 1
     assert pg.query("SELECT status FROM orders WHERE id = %s", (order_id,)) == [("cancelled",)]
     refunds = pg.query(
-        "SELECT count(*) FROM payment_transactions WHERE order_id = %s AND transaction_type = 'refund'",
+        "SELECT count(*) FROM payment_transactions"
+        " WHERE order_id = %s AND transaction_type = 'refund'",
         (order_id,),
     )
     assert refunds[0][0] >= 1
@@ -146,7 +149,8 @@ def assert_clean(pg: procs.PrivatePostgres, thread: str, order_id: str) -> None:
 def refund_rows(pg: procs.PrivatePostgres, order_id: str) -> int:
     return int(
         pg.query(
-            "SELECT count(*) FROM payment_transactions WHERE order_id = %s AND transaction_type = 'refund'",
+            "SELECT count(*) FROM payment_transactions"
+            " WHERE order_id = %s AND transaction_type = 'refund'",
             (order_id,),
         )[0][0]
     )
@@ -162,7 +166,8 @@ def order_row_locked(pg: procs.PrivatePostgres, order_id: str) -> Iterator[None]
 
 def write_is_waiting(pg: procs.PrivatePostgres) -> bool:
     rows = pg.query(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%%orders%%'"
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND query ILIKE '%%orders%%'"
     )
     return bool(rows[0][0])
 
@@ -208,6 +213,7 @@ def test_a_write_runs_exactly_once_through_a_kill(
                 wait_for(lambda: executions(shop, thread) == 1, "the write to commit")
                 time.sleep(0.5)  # the model is writing the answer now
             first.kill9()
+        cancel_model.use(CancelPolicy(), latency=Latency())  # the retry need not be slow
         assert executions(shop, thread) == (0 if kill_at == "before_commit" else 1)
 
     with procs.ServiceProcess(env, log_dir=tmp_path) as second:
