@@ -91,7 +91,7 @@ async def recent_messages(
     """The newest messages one subject's conversations sent, newest first (dev page only)."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT recipient, subject, body, created_at FROM outbox "
+            "SELECT thread_id, recipient, subject, body, created_at FROM outbox "
             "WHERE requested_by = %s ORDER BY id DESC LIMIT %s",
             (requested_by, limit),
         )

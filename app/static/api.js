@@ -176,6 +176,11 @@ export class Api {
     return this.request("DELETE", `/me/memory/${encodeURIComponent(key)}`);
   }
 
+  /** APP_ENV=dev only (404 otherwise): what this user's conversations sent, codes included. */
+  outbox() {
+    return this.get("/me/outbox");
+  }
+
   sendMessage(threadId, content, clientMessageId, options) {
     return this.stream(
       `/threads/${encodeURIComponent(threadId)}/messages`,

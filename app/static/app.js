@@ -3,6 +3,7 @@
 import { Api, ApiError, userMessage } from "./api.js";
 import { claimsOf, embeddedToken, forgetToken, showSignIn, storedName, storedToken, storeToken } from "./auth.js";
 import { ChatView } from "./chat.js";
+import { CodePrompt } from "./code.js";
 import { DebugDrawer } from "./debug.js";
 import { DeleteControl } from "./delete.js";
 import { newId } from "./dom.js";
@@ -25,6 +26,7 @@ class ChatApp {
       app: $("app"),
       signin: $("signin"),
       banner: $("demo-banner"),
+      demoNote: $("demo-model-note"),
       title: $("thread-title"),
       input: $("composer-input"),
       send: $("send"),
@@ -50,6 +52,15 @@ class ChatApp {
       onDelete: () => this.deleteThread(),
     });
     this.memory = new MemoryPanel($("memory"), { api: this.api });
+    this.codePrompt = new CodePrompt($("messages"), {
+      api: this.api,
+      banner: this.els.banner,
+      slot: $("dev-code"),
+      onCode: (code) => this.submitCode(code),
+      onBanner: () => this.showBanner(),
+    });
+    this.role = null;
+    this.demoModel = false;
     this.wire();
   }
 
@@ -103,7 +114,8 @@ class ChatApp {
   async start() {
     this.api.ready().then(
       (ready) => {
-        this.els.banner.hidden = ready?.model !== "demo";
+        this.demoModel = ready?.model === "demo";
+        this.showBanner();
       },
       () => {},
     );
@@ -112,6 +124,12 @@ class ChatApp {
     const token = storedToken();
     if (token) await this.enter(token);
     else await this.signIn();
+  }
+
+  /** The banner: the demo model's note, and (dev) a guest's emailed code. */
+  showBanner() {
+    this.els.demoNote.hidden = !this.demoModel;
+    this.els.banner.hidden = !this.demoModel && $("dev-code").hidden;
   }
 
   async signIn(message = "") {
@@ -126,6 +144,7 @@ class ChatApp {
     this.api.token = token;
     const claims = claimsOf(token);
     const name = storedName() || claims.sub || "";
+    this.role = claims.role;
     this.els.identity.textContent = claims.role === "guest" ? "Signed in as a guest" : `Signed in as ${name}`;
     this.els.signin.hidden = true;
     this.els.app.hidden = false;
@@ -155,6 +174,8 @@ class ChatApp {
     sessionStorage.removeItem(THREAD_KEY);
     this.api.token = null;
     this.threadId = null;
+    this.role = null;
+    this.codePrompt.update(null, null);
     this.view.reset();
     this.debug.close();
     this.memory.setEnabled(false);
@@ -177,6 +198,7 @@ class ChatApp {
     this.stopStream();
     this.setThread(null);
     this.view.showEmpty();
+    this.codePrompt.update(null, this.role);
     this.debug.refresh();
   }
 
@@ -205,6 +227,7 @@ class ChatApp {
       const state = await this.api.state(id);
       if (id !== this.threadId) return null;
       this.view.renderState(state);
+      this.codePrompt.update(state, this.role, id);
       return state;
     } catch (error) {
       if (id !== this.threadId || error.status === 401) return null;
@@ -253,6 +276,15 @@ class ChatApp {
   }
 
   // --- sending and streaming ------------------------------------------------------------
+
+  /** The code from the code prompt goes to the agent as the guest's next message. */
+  submitCode(code) {
+    if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return;
+    }
+    this.send(code);
+  }
 
   submit() {
     const text = this.els.input.value;
@@ -366,7 +398,7 @@ class ChatApp {
     this.debug.refresh();
     this.memory.refresh(); // the answer may have noted a preference
     if (done.status === "interrupted") this.view.focusDecision();
-    else this.els.input.focus({ preventScroll: true });
+    else if (!this.codePrompt.focus()) this.els.input.focus({ preventScroll: true });
   }
 
   showRequestError(error, draft, bubble) {

@@ -1,5 +1,6 @@
-// "What we remember about you": the signed-in customer's remembered preferences, each with a
-// Forget button. Guests have no memory of their own and see no panel.
+// "What we remember about you": the signed-in customer's remembered preferences, each with
+// when and in which conversation it was noted, and a Forget button. Guests have no memory of
+// their own and see no panel.
 
 import { userMessage } from "./api.js";
 import { clear, h } from "./dom.js";
@@ -46,8 +47,7 @@ export class MemoryPanel {
     this.status.textContent = items.length ? "" : "Nothing yet.";
   }
 
-  item({ key, value, updated_at: updatedAt }) {
-    const when = updatedAt ? new Date(updatedAt) : null;
+  item({ key, value, updated_at: updatedAt, thread_id: threadId, verified_by: verifiedBy }) {
     const forget = h(
       "button",
       { type: "button", class: "link", dataset: { testid: "memory-forget" }, "aria-label": `Forget ${key}` },
@@ -58,13 +58,10 @@ export class MemoryPanel {
       "li",
       { class: "memory-item", dataset: { testid: "memory-item", key } },
       h(
-        "span",
-        {
-          class: "memory-text",
-          dataset: { testid: "memory-text" },
-          title: when && !Number.isNaN(when.getTime()) ? `Noted ${when.toLocaleString()}` : null,
-        },
-        `${key}: ${value}`,
+        "div",
+        { class: "memory-body" },
+        h("span", { class: "memory-text", dataset: { testid: "memory-text" } }, `${key}: ${value}`),
+        h("span", { class: "memory-meta muted", dataset: { testid: "memory-meta" } }, provenance(updatedAt, threadId, verifiedBy)),
       ),
       forget,
     );
@@ -86,4 +83,16 @@ export class MemoryPanel {
     // The pressed button is gone: keep the keyboard in the panel.
     (this.list.querySelector("button") || this.heading).focus();
   }
+}
+
+/** When and where a preference was noted: "Noted 3/5/2025, 10:02 in conversation abc12". */
+function provenance(updatedAt, threadId, verifiedBy) {
+  const when = updatedAt ? new Date(updatedAt) : null;
+  const parts = ["Noted"];
+  if (when && !Number.isNaN(when.getTime())) parts.push(when.toLocaleString());
+  const [subject, session] = String(threadId || "").split(":");
+  if (verifiedBy === "code") parts.push("in a guest conversation, verified by an emailed code");
+  else if (session) parts.push(`in conversation ${session}`);
+  else if (subject) parts.push("in an earlier conversation");
+  return parts.join(" ");
 }

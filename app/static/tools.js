@@ -9,6 +9,8 @@ const orderRef = (args) => {
 const LABELS = {
   find_user_id_by_email: () => "Looking up your account …",
   find_user_id_by_name_zip: () => "Looking up your account …",
+  confirm_identity: () => "Checking your code …",
+  get_order_status: (a) => `Checking the status of ${orderRef(a)} …`,
   get_user_details: () => "Fetching your account details …",
   get_order_details: (a) => `Looking up ${orderRef(a)} …`,
   get_product_details: (a) =>
@@ -50,6 +52,8 @@ export function resultSummary(status, content) {
     return { kind: "error", text: `Failed: ${firstLine(reason, 120)}` };
   }
   if (/^Declined\b/.test(text)) return { kind: "declined", text: "Declined: nothing was changed" };
+  if (/^Verification started\b/.test(text)) return { kind: "ok", text: "Done · if the details match an account, a code was emailed" };
+  if (/^Not verified\b/.test(text)) return { kind: "error", text: firstLine(text, 120) };
   const gist = jsonGist(text) ?? firstLine(text, 80);
   return { kind: "ok", text: `Done${gist ? ` · ${gist}` : ""}` };
 }

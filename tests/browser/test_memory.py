@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.fakellm import Reply, Script, ScriptedModelServer
 from app.memory.store import forget, list_preferences
 from tests.browser.conftest import SARA
-from tests.browser.pages import api_get, ask, sign_in
+from tests.browser.pages import api_get, ask, current_thread_id, sign_in
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ class TestMemoryPanel:
         model_server.use(
             Script(
                 [
-                    Reply.call("remember_preference", key="refund_method", value="gift card"),
+                    Reply.call("remember_preference", key="refund_preference", value="gift card"),
                     Reply.say("Noted: refunds go to a gift card from now on."),
                 ]
             )
@@ -49,10 +49,17 @@ class TestMemoryPanel:
 
         await ask(page, "Please always refund me with a gift card.")
         items = panel.get_by_test_id("memory-item")
-        await expect(items.get_by_test_id("memory-text")).to_have_text(["refund_method: gift card"])
+        await expect(items.get_by_test_id("memory-text")).to_have_text(
+            ["refund_preference: gift card"]
+        )
+        # when, and in which conversation, it was noted
+        session = await current_thread_id(page)
+        await expect(items.get_by_test_id("memory-meta")).to_contain_text(
+            f"in conversation {session}"
+        )
         await expect(panel.get_by_test_id("memory-status")).to_be_empty()
 
-        await items.get_by_role("button", name="Forget refund_method").click()
+        await items.get_by_role("button", name="Forget refund_preference").click()
         await expect(items).to_have_count(0)
         await expect(panel.get_by_test_id("memory-status")).to_have_text("Nothing yet.")
         assert await api_get(page, "/me/memory") == (200, [])

@@ -395,6 +395,7 @@ class TestThroughTheService:
         [sent] = (await client.get("/me/outbox", headers=g)).json()
         code = await emailed_code(db, NOAH_EMAIL)
         assert sent["recipient"] == NOAH_EMAIL and code in sent["body"]
+        assert sent["session_id"] == "v1"
         other = server.headers("guest-other", role="guest")
         assert (await client.get("/me/outbox", headers=other)).json() == []
 

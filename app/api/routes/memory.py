@@ -28,6 +28,7 @@ class MemoryEntryOut(BaseModel):
 
 
 class OutboxMessageOut(BaseModel):
+    session_id: str | None  # the caller's conversation that sent it
     recipient: str
     subject: str
     body: str
@@ -67,4 +68,8 @@ async def my_outbox(user: CurrentUser, services: ServicesDep) -> list[dict[str, 
     page can show a guest the code that would have gone by email."""
     if services.settings.app_env != "dev":
         raise NotFound("not found")
-    return await recent_messages(services.pool, user.user_id)
+    messages = await recent_messages(services.pool, user.user_id)
+    for message in messages:
+        thread_id = message.pop("thread_id", None) or ""
+        message["session_id"] = thread_id.partition(":")[2] or None
+    return messages
