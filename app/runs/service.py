@@ -166,7 +166,8 @@ class RunService:
         values = snapshot.values or {}
         unfinished = bool(snapshot.next) and not snapshot.interrupts
         inputs: list[Any] = [None] if unfinished else []
-        if values.get("turn_id") != human.id:
+        waiting = values.get("incoming")  # stored, its turn not opened yet (the model failed)
+        if human.id not in (values.get("turn_id"), getattr(waiting, "id", None)):
             inputs.append({"incoming": human})
         if unfinished:
             log.warning("finishing a step a dead run left", thread_id=thread_id, next=snapshot.next)
