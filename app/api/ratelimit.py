@@ -39,7 +39,8 @@ _HIT = """hit AS (
 _AHEAD = """extract(epoch FROM
         (SELECT tat FROM rate_limits WHERE key = %(key)s) - now())::float8 AS ahead_s"""
 # Today's model tokens of a user: runs of their threads, and runs of threads they deleted
-# (kept as counts in spent_tokens). A thread with a run today was updated today.
+# (kept as counts in spent_tokens; a run still there, when its thread's delete failed, is
+# counted once). A thread with a run today was updated today.
 _SPENT = """(SELECT coalesce(sum(tokens), 0) FROM (
             SELECT r.run_id,
                    coalesce((r.result->'usage'->>'input_tokens')::bigint, 0)
@@ -47,9 +48,10 @@ _SPENT = """(SELECT coalesce(sum(tokens), 0) FROM (
             FROM threads t JOIN runs r ON r.thread_id = t.thread_id
             WHERE t.user_id = %(user_id)s AND t.updated_at >= date_trunc('day', now(), 'UTC')
               AND r.created_at >= date_trunc('day', now(), 'UTC')
-            UNION
-            SELECT run_id, tokens FROM spent_tokens
-            WHERE user_id = %(user_id)s AND created_at >= date_trunc('day', now(), 'UTC')
+            UNION ALL
+            SELECT s.run_id, s.tokens FROM spent_tokens s
+            WHERE s.user_id = %(user_id)s AND s.created_at >= date_trunc('day', now(), 'UTC')
+              AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = s.run_id)
         ) today)::bigint AS spent,
         extract(epoch FROM date_trunc('day', now(), 'UTC') + interval '1 day' - now())::float8
             AS day_left_s"""
