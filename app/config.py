@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     db_pool_max: int = 20
     # None disables server-side prepared statements (needed behind PgBouncer).
     db_prepare_threshold: int | None = 5
+    # Database blips (app/db/pool.py): the longest a request or a run's step waits for a
+    # pooled connection before it fails (an API request with 503 database_unavailable).
+    # While the database is known to be unreachable, a checkout fails at once instead.
+    db_pool_timeout_s: float = Field(default=3.0, gt=0, le=60)
 
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout, TooManyRequests
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +77,59 @@ def thread_not_found() -> NotFound:
     return NotFound("thread not found", code="thread_not_found")
 
 
+# A database blip (a restart, terminated backends, no pooled connection within
+# DB_POOL_TIMEOUT_S): retrying is the remedy, so 503 with Retry-After, never 500.
+DATABASE_RETRY_AFTER_S = 2
+DATABASE_UNAVAILABLE = "the database is unavailable right now; please retry in a few seconds"
+
+CONNECTION_LOST = "cs_agent.db_connection_lost"  # set in the request's scope["state"]
+
+
+def connection_lost(exc: psycopg.OperationalError) -> bool:
+    """The connection died under a statement (not: no connection to be had, a timeout)."""
+    if isinstance(exc, PoolTimeout | TooManyRequests):
+        return False
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
+
+
+class RetryReadOnce:
+    """A GET or HEAD whose database connection died under it runs once more: a read has no
+    effect to repeat, and the pool has checked its idle connections by then (app/db/pool.py).
+    Innermost of the middleware, so the client, the logs and the request id see one request.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        retry = False
+
+        async def first_try(message: Message) -> None:
+            nonlocal retry
+            if message["type"] == "http.response.start":
+                retry = bool(scope.get("state", {}).pop(CONNECTION_LOST, False))
+            if not retry:
+                await send(message)
+
+        await self.app(scope, receive, first_try)
+        if not retry:
+            return
+        log.info("read retried after a lost database connection", path=scope.get("path"))
+        replayed = False
+
+        async def receive_again() -> Message:
+            nonlocal replayed  # the first try consumed the (empty) body
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            return await receive()
+
+        await self.app(scope, receive_again, send)
+
+
 STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -86,6 +142,8 @@ STATUS_CODES = {
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_middleware(RetryReadOnce)  # added first: the innermost middleware
+
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> JSONResponse:
         if isinstance(exc, ThreadBusy):  # counted here: posts, resumes, rewinds and deletes
@@ -111,6 +169,19 @@ def install_error_handlers(app: FastAPI) -> None:
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
         return JSONResponse(
             error_body(code, message), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(psycopg.OperationalError)  # PoolTimeout is one too
+    async def _database_unavailable(
+        request: Request, exc: psycopg.OperationalError
+    ) -> JSONResponse:
+        log.warning("database unavailable", error_type=type(exc).__name__)
+        if connection_lost(exc):
+            setattr(request.state, CONNECTION_LOST, True)  # RetryReadOnce runs a read again
+        return JSONResponse(
+            error_body("database_unavailable", DATABASE_UNAVAILABLE),
+            status_code=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
 
     @app.exception_handler(Exception)

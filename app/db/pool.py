@@ -1,14 +1,50 @@
-"""The async psycopg pools. Created by the lifespan or the CLI, never at import time."""
+"""The async psycopg pools. Created by the lifespan or the CLI, never at import time.
+
+A database blip (a restart, or its backends terminated) kills every pooled connection at
+once, and psycopg_pool notices a dead one only when it is used: the next request fails.
+`ServicePool` keeps a blip from reaching requests once the database is back:
+
+- every checkout is checked first (`looks_alive`; an empty query only when the socket has
+  something to read). The first dead connection found makes the pool check all its idle
+  ones, so the dead siblings are replaced together instead of being handed out one by one
+  (a checkout that meets a second dead one backs off 1 s, then 2 s, ...);
+- a failed reconnection gives up after `RECONNECT_GIVE_UP_S`, so the next checkout starts
+  a fresh attempt instead of waiting out an exponential backoff that grows to minutes;
+- a checkout that has waited `OUTAGE_CHECK_S` asks the database directly (one connection
+  attempt, shared by concurrent callers). Unreachable: it fails now, and so does every
+  checkout after it, each after one such attempt, until one succeeds. Reachable (every
+  connection is just busy): it waits on, up to DB_POOL_TIMEOUT_S.
+
+A failed checkout raises `PoolTimeout` (a psycopg `OperationalError`), which an API request
+answers with 503 `database_unavailable` (app/errors.py).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import select
+import time
 from typing import Any
 
+import psycopg
+import structlog
 from psycopg import AsyncConnection
+from psycopg.pq import ConnStatus
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from app.config import Settings
+
+log = structlog.get_logger(__name__)
+
+# How long the pool's background attempts to replace a lost connection go on before giving
+# up; the next checkout then starts a new attempt. Its attempts are 1 s, then 2 s, 4 s, ...
+# apart, so this bounds how late after the database's return the pool reconnects.
+RECONNECT_GIVE_UP_S = 2.0
+# A checkout waits this long before it asks whether the database is there at all.
+OUTAGE_CHECK_S = 0.5
+# The direct connection that tells "unreachable" from "every connection busy".
+PROBE_CONNECT_TIMEOUT_S = 2
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -18,7 +54,94 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-async def open_pool(url: str, settings: Settings, *, name: str) -> AsyncConnectionPool[Any]:
+def looks_alive(conn: AsyncConnection[Any]) -> bool:
+    """True when an idle connection's socket has nothing to read, without a round trip.
+
+    A server that ends a session (a restart, pg_terminate_backend) sends its FATAL error and
+    closes the socket, which makes it readable. So does a notice or a notification sent
+    unasked; either way the full check (an empty query) decides. That round trip cost about
+    as much as the request's own first query (0.7 ms here); this poll costs microseconds.
+    """
+    if conn.closed or conn.pgconn.status != ConnStatus.OK:
+        return False
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)
+    return not poller.poll(0)
+
+
+class ServicePool(AsyncConnectionPool[AsyncConnection[Any]]):
+    """An `AsyncConnectionPool` that outlives database blips (see the module docstring)."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, check=self._check_or_sweep, **kwargs)
+        self._url = url
+        self.unreachable_since: float | None = None  # monotonic time, None while reachable
+        self._probe: asyncio.Future[bool] | None = None
+        self._reachable_at = -1.0  # when a probe last succeeded (monotonic)
+
+    async def getconn(self, timeout: float | None = None) -> AsyncConnection[Any]:  # noqa: ASYNC109 (the base class's API)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            if self.unreachable_since is not None and not await self.database_reachable():
+                raise PoolTimeout("the database is unreachable")
+            left = deadline - time.monotonic()
+            try:
+                return await super().getconn(min(left, OUTAGE_CHECK_S))
+            except PoolTimeout:
+                if not await self.database_reachable():
+                    self._mark_unreachable()
+                    raise
+                if time.monotonic() >= deadline:  # every connection busy for too long
+                    raise
+
+    async def database_reachable(self) -> bool:
+        """Whether a direct connection (outside the pool) succeeds. One attempt at a time,
+        shared; a success holds for `OUTAGE_CHECK_S` (a busy pool asks again and again), a
+        failure for nobody (the next checkout after the database's return must not fail)."""
+        if time.monotonic() - self._reachable_at < OUTAGE_CHECK_S:
+            return True
+        if self._probe is None:
+            self._probe = asyncio.ensure_future(self._connect_once())
+            self._probe.add_done_callback(self._probe_done)
+        return await asyncio.shield(self._probe)
+
+    async def _connect_once(self) -> bool:
+        try:
+            conn = await AsyncConnection.connect(
+                self._url, connect_timeout=PROBE_CONNECT_TIMEOUT_S, autocommit=True
+            )
+        except psycopg.OperationalError:
+            return False
+        await conn.close()
+        self._reachable_at = time.monotonic()
+        if self.unreachable_since is not None:
+            down_s = round(self._reachable_at - self.unreachable_since, 1)
+            log.warning("database reachable again", pool=self.name, down_s=down_s)
+            self.unreachable_since = None
+        return True
+
+    def _probe_done(self, _: asyncio.Future[bool]) -> None:
+        self._probe = None
+
+    def _mark_unreachable(self) -> None:
+        if self.unreachable_since is None:
+            self.unreachable_since = time.monotonic()
+            log.warning("database unreachable; checkouts fail until it is back", pool=self.name)
+
+    async def _check_or_sweep(self, conn: AsyncConnection[Any]) -> None:
+        if looks_alive(conn):
+            return
+        try:
+            await self.check_connection(conn)
+        except Exception:
+            # The server restarted or cut its backends off: the idle siblings of this
+            # connection are most likely dead too. Check (and replace) them all now.
+            log.warning("dead pooled connection; checking the idle ones", pool=self.name)
+            await self.check()
+            raise
+
+
+async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
     """Open an autocommit pool of dict-row connections.
 
     Autocommit because the checkpointer expects it, and because every write path opens its
@@ -29,12 +152,14 @@ async def open_pool(url: str, settings: Settings, *, name: str) -> AsyncConnecti
         "row_factory": dict_row,
         "prepare_threshold": settings.db_prepare_threshold,
     }
-    pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+    pool = ServicePool(
         url,
         min_size=settings.db_pool_min,
         max_size=settings.db_pool_max,
         kwargs=kwargs,
         name=name,
+        timeout=settings.db_pool_timeout_s,
+        reconnect_timeout=RECONNECT_GIVE_UP_S,
         open=False,
     )
     await pool.open(wait=True, timeout=30)

@@ -41,8 +41,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def private_postgres() -> Iterator[procs.PrivatePostgres]:
     """A migrated throwaway cluster for the module's tests (restart it as you like; a test
     that leaves it stopped should start it again)."""
-    with procs.PrivatePostgres() as pg:
-        pg.migrate()
+    with procs.PrivatePostgres(copy_of=procs.migrated_template()) as pg:
         yield pg
 
 

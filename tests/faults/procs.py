@@ -17,6 +17,7 @@ to run as root); their data and logs live in a temp folder that user owns.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import glob
 import os
@@ -173,7 +174,9 @@ class PrivatePostgres:
     cleanup signal that pid and nothing else.
     """
 
-    def __init__(self, *, port: int | None = None, dbname: str = "csagent") -> None:
+    def __init__(
+        self, *, port: int | None = None, dbname: str = "csagent", copy_of: Path | None = None
+    ) -> None:
         self.port = port or free_port()
         self.dbname = dbname
         self.bindir = postgres_bindir()
@@ -185,7 +188,10 @@ class PrivatePostgres:
         self._proc: subprocess.Popen[bytes] | None = None
         self.name = f"postgres :{self.port}"
         _register(self)
-        self._initdb()
+        if copy_of is None:
+            self._initdb()
+        else:  # a stopped cluster's data folder, e.g. migrated_template()
+            subprocess.run(["cp", "-a", str(copy_of), str(self.datadir)], check=True)
 
     @property
     def url(self) -> str:
@@ -283,17 +289,18 @@ class PrivatePostgres:
             time.sleep(down_s)
         self.start()
 
-    def terminate_backends(self, application_name: str | None = None) -> int:
+    def terminate_backends(self, application_name: str | None = None, wait_ms: int = 5000) -> int:
         """pg_terminate_backend every client backend of the cluster but this one (or only
-        those with `application_name`); returns how many were terminated."""
+        those with `application_name`), each waited for up to `wait_ms` (0: not waited for;
+        then a client may still reach its backend for a moment); returns how many."""
         sql = (
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            "SELECT count(pg_terminate_backend(pid, %s)) FROM pg_stat_activity"
             " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
         )
-        params: tuple[Any, ...] = ()
+        params: tuple[Any, ...] = (wait_ms,)
         if application_name is not None:
             sql += " AND application_name = %s"
-            params = (application_name,)
+            params = (wait_ms, application_name)
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             row = conn.execute(sql, params).fetchone()
         return int(row[0]) if row else 0
@@ -331,6 +338,29 @@ class PrivatePostgres:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.cleanup()
+
+
+_TEMPLATE: PrivatePostgres | None = None
+
+
+def migrated_template() -> Path:
+    """The data folder of a stopped, migrated cluster, made once per test process: a copy
+    (`PrivatePostgres(copy_of=...)`) starts in a second instead of an initdb and migrations
+    (several seconds each). Removed when the process exits."""
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        template = PrivatePostgres()
+        try:
+            template.start()
+            template.migrate()
+            template.stop("fast")
+        except BaseException:
+            template.cleanup()
+            raise
+        _unregister(template)  # idle, stopped: nothing of a test's to report
+        atexit.register(shutil.rmtree, template.root, ignore_errors=True)
+        _TEMPLATE = template
+    return _TEMPLATE.datadir
 
 
 class PgBouncer:

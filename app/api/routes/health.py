@@ -10,8 +10,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.api.deps import ServicesDep
 from app.db.migrate import head_revision
+from app.db.pool import ServicePool
 
 router = APIRouter(tags=["health"])
+# A probe answers within this (plus a second for the query), the database up or down.
+READY_TIMEOUT_S = 2.0
 
 
 @router.get("/healthz")
@@ -21,16 +24,22 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(services: ServicesDep) -> JSONResponse:
+    """What is true right now: the database answers through the pool, and is migrated."""
     body: dict[str, Any] = {"model": services.model_label}
     try:
-        async with asyncio.timeout(3), services.pool.connection() as conn:
+        async with (
+            asyncio.timeout(READY_TIMEOUT_S + 1),
+            services.pool.connection(timeout=READY_TIMEOUT_S) as conn,
+        ):
             cur = await conn.execute("SELECT version_num FROM alembic_version")
             row = await cur.fetchone()
         revision = row["version_num"] if row else None
     except Exception:
-        return JSONResponse(
-            {**body, "status": "unavailable", "database": "unreachable"}, status_code=503
-        )
+        # No pooled connection: say whether the database is down or every connection busy.
+        pool = services.pool
+        up = isinstance(pool, ServicePool) and await pool.database_reachable()
+        state = {"database": "ok", "pool": "exhausted"} if up else {"database": "unreachable"}
+        return JSONResponse({**body, "status": "unavailable", **state}, status_code=503)
     if revision != head_revision():
         return JSONResponse(
             {**body, "status": "unavailable", "database": "ok", "migrations": "behind"},
