@@ -1,4 +1,4 @@
-"""Translate LangGraph stream chunks into the SSE protocol's events."""
+"""Translate LangGraph stream chunks into the run's stream events (app/runs/stream.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from langchain_core.messages import (
 from app.agent.model_view import text_of
 from app.agent.nodes import TOKEN_KEY
 from app.agent.react_protocol import FinalAnswerFilter
+from app.runs.stream import Interrupted, StreamEvent, Token, ToolCalled, ToolResult
 from app.runs.views import shorten
 
 TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})
-Event = tuple[str, dict[str, Any]]
 
 
 def _messages_in(update: Any) -> Iterator[BaseMessage]:
@@ -56,7 +56,7 @@ class TurnRecorder:
     pending: list[dict[str, Any]] | None = None
     citations: list[dict[str, Any]] = field(default_factory=list)
 
-    def on_chunk(self, mode: str, chunk: Any) -> Iterator[Event]:
+    def on_chunk(self, mode: str, chunk: Any) -> Iterator[StreamEvent]:
         if mode == "custom":  # the agent's answer text, as the model streams it
             if isinstance(chunk, dict) and isinstance(chunk.get(TOKEN_KEY), str):
                 text = chunk[TOKEN_KEY]
@@ -64,7 +64,7 @@ class TurnRecorder:
                     key = str(chunk.get("message_id") or "")
                     text = self.filters.setdefault(key, FinalAnswerFilter()).feed(text)
                 if text:
-                    yield "token", {"text": text}
+                    yield Token(text=text)
             return
         if mode != "updates" or not isinstance(chunk, dict):
             return
@@ -74,7 +74,7 @@ class TurnRecorder:
                     value = getattr(item, "value", None)
                     if isinstance(value, dict) and "pending" in value:
                         self.pending = value["pending"]
-                        yield "interrupt", {"pending": value["pending"]}
+                        yield Interrupted(pending=value["pending"])
                 continue
             if node == "agent" and isinstance(update, dict):
                 self._add_citations(update.get("citations") or [])
@@ -91,26 +91,20 @@ class TurnRecorder:
                     self._count_usage(message)
                     pending = self.filters.pop(message.id or "", None)
                     if pending is not None and (rest := pending.flush()):
-                        yield "token", {"text": rest}
+                        yield Token(text=rest)
                     for call in message.tool_calls:
-                        yield (
-                            "tool_call",
-                            {"id": call["id"], "name": call["name"], "args": call["args"]},
-                        )
+                        yield ToolCalled(id=call["id"], name=call["name"], args=call["args"])
                 elif node in TOOL_NODES and isinstance(message, ToolMessage):
                     self._count_cache(message)
                     if message.status == "error":
                         self.tool_errors += 1
                     else:
                         self.tool_oks += 1
-                    yield (
-                        "tool_result",
-                        {
-                            "id": message.tool_call_id,
-                            "name": message.name,
-                            "status": "error" if message.status == "error" else "ok",
-                            "content": shorten(text_of(message), 500),
-                        },
+                    yield ToolResult(
+                        id=message.tool_call_id,
+                        name=message.name,
+                        status="error" if message.status == "error" else "ok",
+                        content=shorten(text_of(message), 500),
                     )
 
     def _add_citations(self, cited: list[Any]) -> None:

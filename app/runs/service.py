@@ -1,8 +1,9 @@
 """Runs: one turn (or one resume) of a thread, from lock to `done`.
 
-A run executes in a background task that feeds an event queue. The HTTP response only
-reads the queue, so a client that goes away never cancels a run half-way: the run finishes,
-its writes are recorded, the lock is released, and `GET /state` shows the outcome.
+A run executes in a background task that appends to its event log (`Run.log`). The HTTP
+response is one reader of it, so a client that goes away never cancels a run half-way: the
+run finishes, its writes are recorded, the lease is released, and `GET /state` shows the
+outcome.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import openai
+import psycopg
 import structlog
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -29,9 +31,17 @@ from app.db.checkpointer import run_batching
 from app.errors import Conflict, ThreadBusy
 from app.fencing import Lease, LeaseLost, current_lease
 from app.metrics import Metrics
-from app.runs.events import Event, TurnRecorder
+from app.runs.events import TurnRecorder
 from app.runs.leases import Claim, ThreadLeases
 from app.runs.repository import RunRepository
+from app.runs.stream import (
+    Citations,
+    Done,
+    RunFailed,
+    RunStarted,
+    Sequenced,
+    StreamEvent,
+)
 from app.runs.views import message_view, title_from
 
 log = structlog.get_logger(__name__)
@@ -40,6 +50,11 @@ MODEL_UNAVAILABLE = "The assistant's language model is unavailable right now; pl
 INTERNAL = "Something went wrong while answering; the conversation is safe, please retry."
 SUPERSEDED = "Another reply took over this conversation; this one stopped before saving anything."
 DEADLINE = "The reply took too long and was stopped; the conversation is safe, please retry."
+DATABASE_DOWN = "The service's database is unavailable right now; please retry shortly."
+# After the tries of CLOSE_RUN_RETRY_WAITS_S, a run's outcome is recorded in the background,
+# every few seconds for this long, so an outage never leaves a run 'running' for good.
+RECORD_LATER_FOR_S = 600.0
+RECORD_LATER_EVERY_S = 2.0
 # A retry of a client message whose run ended in one of these runs the turn (again); a
 # completed or interrupted one is replayed.
 RETRYABLE = ("running", "abandoned", "failed")
@@ -67,27 +82,34 @@ class Run:
     session_id: str
     lease: Lease | None = None
     start_checkpoint_id: str | None = None  # the checkpoint the run started from
+    log: list[Sequenced] = field(default_factory=list)  # every event so far, ids 1, 2, ...
+    result: dict[str, Any] | None = None
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
     lease_lost: bool = False
     task: asyncio.Task[None] | None = None
     in_graph: bool = False  # while the graph runs, a lost lease cancels it
-    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
-    result: dict[str, Any] | None = None
-    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    _appended: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def batches(self) -> AsyncIterator[list[Event]]:
-        """The next event and every event queued behind it, until the run's end marker."""
+    def emit(self, event: StreamEvent) -> None:
+        self.log.append((len(self.log) + 1, event))
+        # Wake every reader waiting now; later ones wait on a fresh event.
+        woken, self._appended = self._appended, asyncio.Event()
+        woken.set()
+
+    async def follow(self, after: int = 0) -> AsyncIterator[list[Sequenced]]:
+        """The events after id `after`, as they come: each batch is everything appended
+        since the last one, until `done`. Any number of readers may follow one run."""
+        cursor = after
         while True:
-            batch: list[Event] = []
-            item = await self.queue.get()
-            while item is not None:
-                batch.append(item)
-                if self.queue.empty():
-                    break
-                item = self.queue.get_nowait()
-            if batch:
+            appended = self._appended
+            if cursor < len(self.log):
+                batch = self.log[cursor:]
+                cursor = len(self.log)
                 yield batch
-            if item is None:
-                return
+                if isinstance(batch[-1][1], Done):
+                    return
+                continue
+            await appended.wait()
 
 
 class RunService:
@@ -241,14 +263,11 @@ class RunService:
         checkpoint_id: str | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         try:
-            await run.queue.put(
-                (
-                    "run",
-                    {
-                        "run_id": run.run_id,
-                        "thread_id": run.session_id,
-                        "checkpoint_id": run.start_checkpoint_id,
-                    },
+            run.emit(
+                RunStarted(
+                    run_id=run.run_id,
+                    thread_id=run.session_id,
+                    checkpoint_id=run.start_checkpoint_id,
                 )
             )
             run.in_graph = True
@@ -259,38 +278,37 @@ class RunService:
                         stream = stream_turn(self.graph, graph_input, config, context)
                         async for mode, chunk in stream:
                             for event in recorder.on_chunk(mode, chunk):
-                                await run.queue.put(event)
+                                run.emit(event)
             status = "interrupted" if recorder.pending is not None else "completed"
             if recorder.citations and status == "completed":
-                await run.queue.put(("citations", {"citations": recorder.citations}))
+                run.emit(Citations(citations=recorder.citations))
         except LeaseLost:
             run.lease_lost = True
             bound.error("thread lease lost; the run stopped before committing")
-            await run.queue.put(("error", {"code": "thread_superseded", "message": SUPERSEDED}))
+            run.emit(RunFailed(code="thread_superseded", message=SUPERSEDED))
         except TimeoutError:
             bound.warning("turn deadline passed", deadline_s=self.settings.turn_deadline_s)
-            await run.queue.put(("error", {"code": "deadline_exceeded", "message": DEADLINE}))
+            run.emit(RunFailed(code="deadline_exceeded", message=DEADLINE))
         except (openai.APIError, openai.APITimeoutError) as error:
             bound.warning("model call failed", error_type=type(error).__name__)
-            await run.queue.put(
-                ("error", {"code": "model_unavailable", "message": MODEL_UNAVAILABLE})
-            )
+            run.emit(RunFailed(code="model_unavailable", message=MODEL_UNAVAILABLE))
         except asyncio.CancelledError:
             if not run.lease_lost:
                 bound.warning("run cancelled")
-                await run.queue.put(
-                    ("error", {"code": "cancelled", "message": "the reply was cancelled"})
-                )
+                run.emit(RunFailed(code="cancelled", message="the reply was cancelled"))
                 raise
             # stopped by the heartbeat: its lease belongs to another run now
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
             bound.error("thread lease lost; the run stopped before committing")
-            await run.queue.put(("error", {"code": "thread_superseded", "message": SUPERSEDED}))
+            run.emit(RunFailed(code="thread_superseded", message=SUPERSEDED))
+        except psycopg.OperationalError as error:  # a pool timeout too
+            bound.warning("database unavailable during a run", error_type=type(error).__name__)
+            run.emit(RunFailed(code="database_unavailable", message=DATABASE_DOWN))
         except Exception:
             bound.exception("run failed")
-            await run.queue.put(("error", {"code": "internal_error", "message": INTERNAL}))
+            run.emit(RunFailed(code="internal_error", message=INTERNAL))
         finally:
             run.in_graph = False
             result = self._result(recorder, status)
@@ -299,19 +317,17 @@ class RunService:
                 closing = self._close_run(run, status, result, title, added)
                 checkpoint_id = await asyncio.shield(closing)
                 result["checkpoint_id"] = checkpoint_id
-            except Exception:
-                bound.exception("could not record run outcome")
+            except Exception as error:
+                bound.warning(
+                    "could not record run outcome; recording it later",
+                    error_type=type(error).__name__,
+                )
+                self._spawn(self._record_later(run, status, dict(result), title, added))
             run.result = result
             self._count(recorder, status, time.monotonic() - started)
             # Release before `done`, so a client may post its next message as soon as it sees it.
             await self._release(run)
-            await run.queue.put(
-                (
-                    "done",
-                    {"status": status, "checkpoint_id": checkpoint_id, "usage": recorder.usage},
-                )
-            )
-            await run.queue.put(None)
+            run.emit(Done(status=status, checkpoint_id=checkpoint_id, usage=recorder.usage))
             run.finished.set()
 
     async def _close_run(
@@ -335,6 +351,28 @@ class RunService:
                 )
             await asyncio.sleep(wait_s)
         return await close()
+
+    async def _record_later(
+        self, run: Run, status: str, result: dict[str, Any], title: str | None, added: int
+    ) -> None:
+        """The outcome of a run that ended during an outage, once the database is back."""
+        deadline = time.monotonic() + RECORD_LATER_FOR_S
+        while time.monotonic() < deadline:
+            await asyncio.sleep(RECORD_LATER_EVERY_S)
+            try:
+                await self.repo.close_run(
+                    run.run_id, run.thread_id, status, result, title=title, added=added
+                )
+            except Exception:
+                continue
+            log.info("recorded a run's outcome after an outage", run_id=run.run_id)
+            return
+        log.error("gave up recording a run's outcome", run_id=run.run_id)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
         m = self.metrics

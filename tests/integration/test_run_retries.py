@@ -62,12 +62,12 @@ class TestAFailedTurnIsRetried:
         model_server.use(Script([Reply.fail(500), Reply.say("Here now.")]))
         h = server.headers(NOAH)
         body = {"content": "hello?", "client_message_id": "r-1"}
-        failed = (await client.post("/threads/r1/messages", json=body, headers=h)).json()
+        failed = (await client.post("/threads/retry-first/messages", json=body, headers=h)).json()
         assert failed["status"] == "failed"
-        retried = (await client.post("/threads/r1/messages", json=body, headers=h)).json()
+        retried = (await client.post("/threads/retry-first/messages", json=body, headers=h)).json()
         assert retried["status"] == "completed"
-        assert await transcript(client, "r1", h) == ["user", "assistant"]
-        replayed = (await client.post("/threads/r1/messages", json=body, headers=h)).json()
+        assert await transcript(client, "retry-first", h) == ["user", "assistant"]
+        replayed = (await client.post("/threads/retry-first/messages", json=body, headers=h)).json()
         assert replayed == retried  # only now, completed, is it replayed
         assert len(model_server.requests) == 2
 
@@ -87,11 +87,16 @@ class TestAFailedTurnIsRetried:
         )
         h = server.headers(NOAH)
         body = {"content": f"status of {PENDING_ORDER}?", "client_message_id": "r-2"}
-        failed = (await client.post("/threads/r2/messages", json=body, headers=h)).json()
+        failed = (await client.post("/threads/retry-tool/messages", json=body, headers=h)).json()
         assert failed["status"] == "failed"
-        retried = (await client.post("/threads/r2/messages", json=body, headers=h)).json()
+        retried = (await client.post("/threads/retry-tool/messages", json=body, headers=h)).json()
         assert retried["status"] == "completed"
-        assert await transcript(client, "r2", h) == ["user", "assistant", "tool", "assistant"]
+        assert await transcript(client, "retry-tool", h) == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+        ]
         assert len(model_server.requests) == 3
 
 
@@ -104,13 +109,13 @@ class TestTurnDeadline:
         )  # ten seconds of answer against a deadline of 1.5
         h = server.headers(NOAH)
         started = time.monotonic()
-        events = await stream(client, "/threads/d1/messages", {"content": "talk"}, h)
+        events = await stream(client, "/threads/deadline-1/messages", {"content": "talk"}, h)
         took = time.monotonic() - started
         assert [e[0] for e in events][-2:] == ["error", "done"]
         assert events[-2][1]["code"] == "deadline_exceeded"
         assert events[-1][1]["status"] == "failed"
         assert took < 4
-        assert await transcript(client, "d1", h) == []  # nothing half-written
+        assert await transcript(client, "deadline-1", h) == []  # nothing half-written
         model_server.use(lambda r: Reply.say("Quick."), latency=Latency())
-        after = await client.post("/threads/d1/messages", json={"content": "hi"}, headers=h)
+        after = await client.post("/threads/deadline-1/messages", json={"content": "hi"}, headers=h)
         assert after.status_code == 200 and after.json()["status"] == "completed"

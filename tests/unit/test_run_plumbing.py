@@ -9,8 +9,17 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 
 from app.agent.cache import tags_for
 from app.agent.state import AgentState, applied, changes_only
-from app.api.sse import merged_tokens
 from app.runs.service import Run
+from app.runs.stream import (
+    Citations,
+    Done,
+    Token,
+    ToolResult,
+    frame,
+    from_record,
+    merged_tokens,
+    to_record,
+)
 
 
 def state() -> AgentState:
@@ -67,37 +76,53 @@ class TestApplied:
 
 
 class TestSseBatching:
-    def test_adjacent_tokens_merge_and_other_events_keep_their_place(self) -> None:
+    def test_adjacent_tokens_merge_under_the_last_id_and_other_events_keep_their_place(
+        self,
+    ) -> None:
+        result = ToolResult(id="c1", name="get_order_details", status="ok", content="{}")
+        cited = Citations(citations=[])
         batch = [
-            ("tool_result", {"id": "c1"}),
-            ("token", {"text": "Your "}),
-            ("token", {"text": "order "}),
-            ("token", {"text": "shipped."}),
-            ("citations", {"citations": []}),
-            ("token", {"text": "!"}),
+            (1, result),
+            (2, Token(text="Your ")),
+            (3, Token(text="order ")),
+            (4, Token(text="shipped.")),
+            (5, cited),
+            (6, Token(text="!")),
         ]
         assert merged_tokens(batch) == [
-            ("tool_result", {"id": "c1"}),
-            ("token", {"text": "Your order shipped."}),
-            ("citations", {"citations": []}),
-            ("token", {"text": "!"}),
+            (1, result),
+            (4, Token(text="Your order shipped.")),
+            (5, cited),
+            (6, Token(text="!")),
         ]
 
-    async def test_a_batch_is_everything_queued_and_the_end_marker_ends_it(self) -> None:
+    def test_a_frame_carries_the_id_the_name_and_the_fields_without_the_name(self) -> None:
+        assert frame(7, Token(text="héllo")) == (
+            'id: 7\r\nevent: token\r\ndata: {"text":"héllo"}\r\n\r\n'.encode()
+        )
+
+    def test_a_stored_event_reads_back_as_the_same_model(self) -> None:
+        done = Done(status="completed", checkpoint_id="c", usage={"input_tokens": 3})
+        assert from_record(to_record(9, done)) == (9, done)
+
+    async def test_a_batch_is_everything_appended_and_done_ends_it(self) -> None:
         run = Run(run_id="r", thread_id="u:s", session_id="s")
         for i in range(3):
-            run.queue.put_nowait(("token", {"text": str(i)}))
-        batches = run.batches()
-        assert await anext(batches) == [("token", {"text": str(i)}) for i in range(3)]
+            run.emit(Token(text=str(i)))
+        batches = run.follow()
+        assert await anext(batches) == [(i + 1, Token(text=str(i))) for i in range(3)]
+        late_reader = run.follow(after=2)
 
         async def later() -> None:
             await asyncio.sleep(0.01)
-            run.queue.put_nowait(("done", {"status": "completed"}))
-            run.queue.put_nowait(None)
+            run.emit(Done(status="completed"))
 
         task = asyncio.create_task(later())
-        assert await anext(batches) == [("done", {"status": "completed"})]
+        assert await anext(batches) == [(4, Done(status="completed"))]
         assert [b async for b in batches] == []
+        assert [b async for b in late_reader] == [
+            [(3, Token(text="2")), (4, Done(status="completed"))]
+        ]
         await task
 
 

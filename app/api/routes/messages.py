@@ -12,7 +12,7 @@ from app.agent.threads import thread_id
 from app.api.deps import CurrentUser, ServicesDep, SessionId, limit_posts
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.schemas import MessageIn, ResumeIn, TurnResult
-from app.api.sse import one_by_one, replay, sse_response
+from app.api.sse import all_at_once, replay, sse_response
 from app.errors import thread_not_found
 from app.runs.service import Run
 
@@ -29,10 +29,10 @@ async def _respond(
     if isinstance(outcome, dict):  # an earlier turn's recorded result
         if wants_stream(request):
             events = replay(outcome, session_id, str(uuid.uuid4()))
-            return sse_response(one_by_one(events), heartbeat_s)
+            return sse_response(all_at_once(events), heartbeat_s)
         return JSONResponse(outcome)
     if wants_stream(request):
-        return sse_response(outcome.batches(), heartbeat_s)
+        return sse_response(outcome.follow(), heartbeat_s)
     await outcome.finished.wait()
     return JSONResponse(outcome.result)
 
