@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from app.agent.ports import WriteLedger
-from app.tools.idempotency import idempotency_key
+from app.db.idempotency import idempotency_key
 
 INTERRUPTED = (
     "Error: this call was interrupted and NOT executed. If it is still needed, explain and "

@@ -57,7 +57,6 @@ _NO = re.compile(
     r"^(?:no|nope|nah|not now|don'?t|do not|never ?mind|stop|不要|不用|不|算了|否|别)(?![A-Za-z])",
     re.I,
 )
-_NEGATION = re.compile(r"\b(?:not|don'?t|no)\b|不", re.I)
 
 # A policy question ("how long do refunds take?", "what is your return policy", "退款多久"):
 # a question form, a help-centre topic, and no particular order of the customer's.
@@ -261,7 +260,3 @@ def is_yes(text: str) -> bool:
 def is_no(text: str) -> bool:
     reply = _short_reply(text)
     return len(reply) <= 60 and bool(_NO.match(reply))
-
-
-def has_negation(text: str) -> bool:
-    return bool(_NEGATION.search(text))

@@ -26,10 +26,6 @@ class Script:
         self._lock = threading.Lock()
 
     @property
-    def consumed(self) -> int:
-        return self._next
-
-    @property
     def done(self) -> bool:
         return self._next >= len(self._steps)
 

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from app.help.repository import get_article
 from app.help.search import MAX_QUERY_CHARS, MAX_RESULTS, search_help
+from app.jsontext import compact_json
 from app.tools.base import make_tool
-from app.tools.jsontext import compact_json
 from app.tools.scope import Runtime, clip
 
 MAX_BODY_CHARS = 2000

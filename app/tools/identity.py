@@ -12,9 +12,9 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import Field
 
 from app.db.repository import ShopRepository
+from app.jsontext import compact_json
 from app.notify.codes import IdentityCodes
 from app.tools.base import make_tool
-from app.tools.jsontext import compact_json
 from app.tools.order_actions import user_address_action
 from app.tools.render import customer_json
 from app.tools.scope import (

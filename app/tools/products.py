@@ -9,8 +9,8 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import Field
 
 from app.db.repository import ShopRepository
+from app.jsontext import compact_json
 from app.tools.base import make_tool
-from app.tools.jsontext import compact_json
 from app.tools.render import product_json
 from app.tools.scope import MAX_ID_CHARS, Runtime, clip
 from app.tools.snapshot import read_snapshot

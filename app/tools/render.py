@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.domain.models import Address, Customer, Order, PaymentMethod, Product
-from app.tools.jsontext import compact_json
+from app.jsontext import compact_json
 
 
 def address_view(a: Address) -> dict[str, str]:

@@ -11,8 +11,8 @@ from pydantic import Field, WithJsonSchema
 from app.domain import calculator
 from app.domain import shipping as shipping_rules
 from app.domain.errors import RuleViolation
+from app.jsontext import compact_json
 from app.tools.base import make_tool
-from app.tools.jsontext import compact_json
 from app.tools.scope import Runtime
 
 Number = Annotated[Decimal, WithJsonSchema({"type": "number"})]

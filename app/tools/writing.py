@@ -7,8 +7,8 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.idempotency import idempotency_key
 from app.db.writes import WriteAction, WriteOutcome, execute_write
-from app.tools.idempotency import idempotency_key
 from app.tools.scope import (
     NO_CONTEXT,
     NOT_VERIFIED,

@@ -10,8 +10,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.idempotency import idempotency_key
 from app.db.writes import recorded_outcome
-from app.tools.idempotency import idempotency_key
 from app.tools.registry import build_tools
 from tests import factories as f
 

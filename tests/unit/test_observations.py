@@ -15,7 +15,7 @@ from app.agent.cache import CACHED_NOTE, REPEAT_HINT
 from app.agent.model_view import formatted
 from app.agent.observations import format_observation, money
 from app.domain.models import Product, Transaction, Variant
-from app.tools.jsontext import compact_json
+from app.jsontext import compact_json
 from app.tools.render import customer_json, order_json, product_json
 from tests.factories import bottle, customer, gift_card, order
 

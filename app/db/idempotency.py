@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from app.tools.jsontext import canonical_json
+from app.jsontext import canonical_json
 
 
 def idempotency_key(
