@@ -28,11 +28,15 @@ NEEDS_IDENTITY: frozenset[Intent] = frozenset({"cancel", "address", "return", "s
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _ORDER_ID = re.compile(r"(?<![A-Za-z0-9])#?\s?([Ww]\d{7})(?!\d)")
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+)
 _ITEM_ID = re.compile(r"(?<!\d)(\d{10})(?!\d)")
 # A one-time code as people type it: 123456, 123 456, 123-456.
 _CODE = re.compile(r"(?<![\dA-Za-z#])(\d{3})[ -]?(\d{3})(?!\d)")
-_NUMBER = r"(\d+(?:[.,]\d+)?)"
+# A match starts where a number (or an email's local part) starts: starting inside a long
+# run of digits, each start re-scanned the rest of it, 8,000 digits took seconds.
+_NUMBER = r"(?<!\d)(\d+(?:[.,]\d+)?)"
 _WEIGHT = re.compile(_NUMBER + r"\s*(?:kilograms?|kilos?|kgs?|公斤|千克)(?![A-Za-z])", re.I)
 _DISTANCE = re.compile(_NUMBER + r"\s*(?:kilomet(?:er|re)s?|kms?|公里|千米)(?![A-Za-z])", re.I)
 

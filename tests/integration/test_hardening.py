@@ -14,6 +14,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
+from app.demo.parsing import email_in, intent_of
 from app.fakellm import Reply, Script, ScriptedModelServer
 from app.help.repository import sync_help_articles
 from tests.faults.procs import ServiceProcess
@@ -312,3 +313,12 @@ class TestCors:
         assert Settings(_env_file=None).cors_origins == ["https://c.example"]  # type: ignore[call-arg]
         monkeypatch.delenv("CORS_ORIGINS")
         assert Settings(_env_file=None).cors_origins == []  # type: ignore[call-arg]
+
+
+class TestDemoModelInput:
+    @pytest.mark.parametrize("text", ["0" * 8000, "1." * 4000, "a" * 8000])
+    def test_a_long_run_of_digits_or_letters_is_read_in_linear_time(self, text: str) -> None:
+        # found by the fuzzer: 8,000 digits held the demo model (and the process) for 8 s
+        started = time.perf_counter()
+        assert intent_of(text) is None and email_in(text) is None
+        assert time.perf_counter() - started < 1.0
