@@ -134,10 +134,10 @@ def cmd_data_export(args: argparse.Namespace) -> None:
 
 
 def cmd_data_erase(args: argparse.Namespace) -> None:
-    from app.api.auth import SUBJECT_RE
     from app.db.erase import erase_user
+    from app.identity import USER_ID_RE
 
-    if not SUBJECT_RE.fullmatch(args.user_id):
+    if not USER_ID_RE.fullmatch(args.user_id):
         raise ValueError("a user id is 1-128 characters of A-Z a-z 0-9 _ . @ -")
     settings = _settings_with_database()
 

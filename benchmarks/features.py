@@ -28,7 +28,6 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import AgentContext
 from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
@@ -37,6 +36,7 @@ from app.db.pool import open_pool
 from app.db.transfer import import_dir
 from app.fakellm import ChatRequest, Reply, ScriptedModelServer
 from app.fakellm.wire import prompt_tokens
+from app.identity import AgentContext
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from tests.fakes.fixtures import chat_model

@@ -29,7 +29,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import AgentContext, Role
 from app.agent.graph import Graph, build_graph, run_config, stream_turn
 from app.agent.llm import build_chat_model, model_http_client
 from app.agent.nodes import TOKEN_KEY
@@ -37,6 +36,7 @@ from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.pool import open_pool
 from app.gc_tuning import tune_for_serving
+from app.identity import AgentContext, Role
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from benchmarks import eventloop

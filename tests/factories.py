@@ -12,7 +12,6 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import AgentContext, Role
 from app.domain.models import (
     Address,
     Customer,
@@ -25,6 +24,7 @@ from app.domain.models import (
     Transaction,
     Variant,
 )
+from app.identity import AgentContext, Role
 
 HOME = Address("1 Elm St", "Apt 2", "Austin", "TX", "USA", "78701")
 

@@ -24,7 +24,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from app.agent.context import AgentContext
 from app.agent.nodes import CoreNodes, TextProtocol
 from app.agent.ports import WriteLedger
 from app.agent.routing import Route, route_after_agent
@@ -32,6 +31,7 @@ from app.agent.state import AgentState
 from app.agent.summary import Summarizer, TranscriptArchive
 from app.agent.tool_exec import WriteNodes, build_read_node
 from app.config import Settings
+from app.identity import AgentContext
 
 Graph = CompiledStateGraph[AgentState, AgentContext, Any, Any]
 

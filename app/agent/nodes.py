@@ -29,7 +29,6 @@ from app.agent.cache import invalidated as cache_invalidated
 from app.agent.cache import stored as cache_stored
 from app.agent.cache import tags_for as cache_tags
 from app.agent.citations import citations_from
-from app.agent.context import AgentContext, conversation_customer
 from app.agent.llm import ModelReplyBroken, model_call_deadline, require_finished
 from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply, text_of
 from app.agent.ports import WriteLedger
@@ -49,6 +48,7 @@ from app.agent.routing import (
 from app.agent.state import AgentState, applied, changes_only, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
+from app.identity import AgentContext, conversation_customer
 from app.memory.store import list_preferences, preferences_prompt
 
 log = structlog.get_logger(__name__)

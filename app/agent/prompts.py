@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import SystemMessage
 
-from app.agent.context import AgentContext, conversation_customer
+from app.identity import AgentContext, conversation_customer
 
 POLICY = """You are the customer-service agent of an online shop. Be brief, friendly and exact.
 Rules:

@@ -24,11 +24,11 @@ from langchain_core.messages import (
 )
 from langgraph.runtime import Runtime
 
-from app.agent.context import AgentContext
 from app.agent.llm import model_call_deadline, require_finished
 from app.agent.state import AgentState
 from app.agent.trimming import count_tokens
 from app.config import Settings
+from app.identity import AgentContext
 
 log = structlog.get_logger(__name__)
 

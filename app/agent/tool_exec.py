@@ -21,12 +21,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
 from app.agent import cache
-from app.agent.context import AgentContext, conversation_customer
 from app.agent.ports import WriteLedger
 from app.agent.routing import INVALID_ARGS_KEY, blocked_calls, is_failure, last_ai
 from app.agent.state import AgentState
 from app.config import Settings
 from app.fencing import LeaseLost
+from app.identity import AgentContext, conversation_customer
 
 log = structlog.get_logger(__name__)
 

@@ -3,38 +3,21 @@
 from __future__ import annotations
 
 import math
-import re
 import time
-from dataclasses import dataclass
 
 import jwt
 
-from app.agent.context import Role
 from app.errors import Unauthorized
+from app.identity import GUEST_PREFIX, ROLES, USER_ID_RE, Principal, Role, subject_matches_role
 
-SUBJECT_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 ALGORITHM = "HS256"
-# Guests and customers must never share a subject, or a guest token could open a customer's
-# threads (thread ids are keyed by subject). Guest subjects carry this prefix; customer
-# subjects never do.
-GUEST_PREFIX = "guest-"
 # The longest lifetime a token may have: issue_token refuses more, and verify_token refuses a
 # token whose `exp` lies further ahead (a signed `exp: 1e300` must not mean "never").
 MAX_TOKEN_TTL_S = 30 * 24 * 3600
 
 
-def subject_matches_role(user_id: str, role: str) -> bool:
-    return user_id.startswith(GUEST_PREFIX) == (role == "guest")
-
-
-@dataclass(frozen=True)
-class Principal:
-    user_id: str
-    role: Role
-
-
 def issue_token(secret: str, user_id: str, *, role: Role = "customer", ttl_s: int = 3600) -> str:
-    if not SUBJECT_RE.fullmatch(user_id):
+    if not USER_ID_RE.fullmatch(user_id):
         raise ValueError("user id must be 1-128 characters of A-Z a-z 0-9 _ . @ -")
     if not subject_matches_role(user_id, role):
         raise ValueError(f"guest ids (and only guest ids) start with {GUEST_PREFIX!r}")
@@ -57,9 +40,9 @@ def verify_token(secret: str, token: str) -> Principal:
     _check_expiry(claims["exp"])
     sub = claims["sub"]
     role = claims["role"]
-    if not isinstance(sub, str) or not SUBJECT_RE.fullmatch(sub):
+    if not isinstance(sub, str) or not USER_ID_RE.fullmatch(sub):
         raise Unauthorized("the token's subject is not a valid user id")
-    if role not in ("customer", "guest"):
+    if role not in ROLES:
         raise Unauthorized("the token's role must be customer or guest")
     if not subject_matches_role(sub, role):
         raise Unauthorized("the token's subject does not match its role")

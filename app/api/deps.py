@@ -1,4 +1,4 @@
-"""Typed access to what the lifespan built, and the request's identity."""
+"""Typed access to what the lifespan built, the request's identity, and its thread."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from fastapi import Depends, Header, Path, Request
 from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.threads import SESSION_ID_RE
-from app.api.auth import Principal, bearer_token, verify_token
+from app.api.auth import bearer_token, verify_token
 from app.api.ratelimit import RateLimiter
 from app.config import Settings
 from app.errors import Unauthorized
+from app.identity import Principal
 from app.metrics import Metrics
 from app.runs.inspect import ThreadInspector
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
+from app.runs.threads import SESSION_ID_RE, thread_id
 
 
 @dataclass
@@ -105,3 +106,19 @@ SessionId = Annotated[
         description="The thread's session id: 1-64 characters of A-Z a-z 0-9 _ -",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class ThreadRef:
+    """The caller's thread named by the path: the checkpointer's thread id
+    (`{user_id}:{session_id}`, built on the server) and the session id the client sent."""
+
+    id: str
+    session_id: str
+
+
+async def caller_thread(session_id: SessionId, user: CurrentUser) -> ThreadRef:
+    return ThreadRef(id=thread_id(user.user_id, session_id), session_id=session_id)
+
+
+ThreadId = Annotated[ThreadRef, Depends(caller_thread)]

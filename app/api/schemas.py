@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
-from app.agent.context import Role
+from app.identity import USER_ID_RE, Role
 
 # Postgres text cannot hold NUL, so a NUL that reached a query was a 500. Every text input is
 # checked here, at the edge: free text may hold tabs and line breaks, and no other control
@@ -65,7 +65,7 @@ class RewindIn(BaseModel):
 
 
 class DemoLoginIn(BaseModel):
-    user_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.@-]{1,128}$")
+    user_id: str | None = Field(default=None, pattern=USER_ID_RE.pattern)
     role: Role = "customer"
 
 

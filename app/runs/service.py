@@ -23,13 +23,12 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from app.agent.context import AgentContext
 from app.agent.graph import Graph, run_config, stream_turn
-from app.api.auth import Principal
 from app.config import Settings
 from app.db.checkpointer import run_batching
 from app.errors import Conflict, ThreadBusy
 from app.fencing import Lease, LeaseLost, current_lease
+from app.identity import AgentContext, Principal
 from app.metrics import Metrics
 from app.runs.events import TurnRecorder
 from app.runs.leases import Claim, ThreadLeases

@@ -10,8 +10,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.prebuilt import ToolRuntime
 
-from app.agent.context import AgentContext
-from app.agent.context import conversation_customer as customer_of
+from app.identity import AgentContext
+from app.identity import conversation_customer as customer_of
 
 Runtime = ToolRuntime[AgentContext, Any]
 

@@ -21,9 +21,9 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.prebuilt import create_react_agent
 from pydantic import BaseModel
 
-from app.agent.context import AgentContext
 from app.config import Settings
 from app.db.pool import open_pool
+from app.identity import AgentContext
 from app.tools.registry import build_tools
 
 PROMPT = (

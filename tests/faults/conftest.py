@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from app.agent.context import Role
 from app.api.auth import issue_token
 from app.fakellm import Latency, OrderLookupPolicy, ScriptedModelServer
+from app.identity import Role
 from tests.faults import procs
 
 FAULTS_DIR = Path(__file__).resolve().parent

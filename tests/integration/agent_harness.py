@@ -17,12 +17,12 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import AgentContext, Role
 from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.transfer import import_dir
 from app.fakellm import ScriptedModelServer
+from app.identity import AgentContext, Role
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from tests.fakes.fixtures import chat_model

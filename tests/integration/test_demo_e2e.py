@@ -18,10 +18,10 @@ import uvicorn
 from httpx_sse import aconnect_sse
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import Role
 from app.api.auth import issue_token
 from app.config import Settings
 from app.help.repository import sync_help_articles
+from app.identity import Role
 from app.main import create_app
 from tests.integration.agent_harness import fetch_one, load_small_shop
 from tests.integration.test_guest_identity import emailed_code

@@ -22,13 +22,13 @@ from langchain_core.messages import HumanMessage
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr, ValidationError
 
-from app.agent.context import AgentContext
 from app.agent.graph import stream_turn
 from app.agent.llm import ModelCallTimeout, ModelReplyBroken
 from app.agent.summary import SUMMARY_SYSTEM
 from app.config import Settings
 from app.db.checkpointer import run_batching
 from app.fakellm import ChatRequest, Policy, Reply, Script, ScriptedModelServer, StreamFault
+from app.identity import AgentContext
 from tests.integration.agent_harness import Conversation, load_small_shop, make_graph
 from tests.integration.api_harness import LiveServer
 

@@ -11,8 +11,8 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.context import AgentContext
 from app.agent.state import AgentState
+from app.identity import AgentContext
 from app.tools.registry import build_tools
 from app.tools.scope import NOT_VERIFIED
 from tests import factories as f

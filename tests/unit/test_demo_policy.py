@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.agent.context import AgentContext, Role
 from app.agent.prompts import BUDGET_NOTE, system_prompt
 from app.demo import policy as demo_policy
 from app.demo.policy import DemoPolicy
 from app.demo.texts import CONFIRM_MARK
 from app.fakellm.types import ChatRequest, Reply
+from app.identity import AgentContext, Role
 from app.tools.identity import CODE_SENT as CODE_SENT_TEMPLATE
 
 NOAH = "noah_brown_6181"

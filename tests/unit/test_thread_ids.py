@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.agent.threads import InvalidThreadId, split_thread_id, thread_id
+from app.runs.threads import InvalidThreadId, thread_id
 
 
 class TestThreadIds:
     def test_joins_validated_parts(self) -> None:
         assert thread_id("noah_brown_6181", "s-1") == "noah_brown_6181:s-1"
-        assert split_thread_id("a.b@c:d_e") == ("a.b@c", "d_e")
+        assert thread_id("a.b@c", "d_e") == "a.b@c:d_e"
 
     @pytest.mark.parametrize(
         ("user", "session"),

@@ -7,12 +7,13 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from app.api.auth import GUEST_PREFIX, issue_token, subject_matches_role
+from app.api.auth import issue_token
 from app.api.deps import ServicesDep, limit_public, limit_sign_in
 from app.api.routes.common import require_json
 from app.api.schemas import DemoCustomerOut, DemoLoginIn, TokenOut
 from app.db.seed import demo_customers
 from app.errors import AppError, NotFound
+from app.identity import GUEST_PREFIX, subject_matches_role
 
 router = APIRouter(tags=["auth"])
 

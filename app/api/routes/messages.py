@@ -8,8 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.agent.threads import thread_id
-from app.api.deps import CurrentUser, ServicesDep, SessionId, limit_posts
+from app.api.deps import CurrentUser, ServicesDep, ThreadId, limit_posts
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.schemas import MessageIn, ResumeIn, TurnResult
 from app.api.sse import all_at_once, replay, sse_response
@@ -46,16 +45,15 @@ async def _respond(
 )
 async def post_message(
     request: Request,
-    session_id: SessionId,
+    thread: ThreadId,
     body: MessageIn,
     user: CurrentUser,
     services: ServicesDep,
 ) -> Response:
-    tid = thread_id(user.user_id, session_id)
     outcome = await services.runs.post_message(
-        user, tid, session_id, body.content, body.client_message_id
+        user, thread.id, thread.session_id, body.content, body.client_message_id
     )
-    return await _respond(request, outcome, session_id, services.settings.sse_heartbeat_s)
+    return await _respond(request, outcome, thread.session_id, services.settings.sse_heartbeat_s)
 
 
 @router.post(
@@ -67,13 +65,12 @@ async def post_message(
 )
 async def resume(
     request: Request,
-    session_id: SessionId,
+    thread: ThreadId,
     body: ResumeIn,
     user: CurrentUser,
     services: ServicesDep,
 ) -> Response:
-    tid = thread_id(user.user_id, session_id)
-    if await services.repo.thread(tid) is None:
+    if await services.repo.thread(thread.id) is None:
         raise thread_not_found()
-    run = await services.runs.resume(user, tid, session_id, body.decision)
-    return await _respond(request, run, session_id, services.settings.sse_heartbeat_s)
+    run = await services.runs.resume(user, thread.id, thread.session_id, body.decision)
+    return await _respond(request, run, thread.session_id, services.settings.sse_heartbeat_s)

@@ -11,8 +11,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from app.agent.threads import SESSION_ID_RE, thread_id
-from app.api.deps import CurrentUser, ServicesDep, SessionId, limit_thread_creation
+from app.api.deps import CurrentUser, ServicesDep, ThreadId, limit_thread_creation
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.schemas import (
     HistoryPage,
@@ -25,6 +24,7 @@ from app.api.schemas import (
 )
 from app.db.erase import forget_thread
 from app.errors import AppError
+from app.runs.threads import SESSION_ID_RE, thread_id
 
 router = APIRouter(tags=["threads"], responses=JSON_ERRORS)
 
@@ -88,7 +88,7 @@ async def list_threads(
 
 @router.get("/threads/{session_id}/state", response_model=ThreadState)
 async def get_state(
-    session_id: SessionId,
+    thread: ThreadId,
     user: CurrentUser,
     services: ServicesDep,
     checkpoint_id: Annotated[Line | None, Query(max_length=64)] = None,
@@ -97,8 +97,8 @@ async def get_state(
     """`view=transcript` (default): every message the person saw, including those folded
     into the summary; `view=working`: only the messages the agent still works with."""
     return await services.inspector.state(
-        thread_id(user.user_id, session_id),
-        session_id,
+        thread.id,
+        thread.session_id,
         user.role,
         user.user_id,
         checkpoint_id,
@@ -108,13 +108,12 @@ async def get_state(
 
 @router.get("/threads/{session_id}/history", response_model=HistoryPage)
 async def get_history(
-    session_id: SessionId,
-    user: CurrentUser,
+    thread: ThreadId,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: Annotated[Line | None, Query(max_length=64)] = None,
 ) -> dict[str, Any]:
-    return await services.inspector.history(thread_id(user.user_id, session_id), limit, before)
+    return await services.inspector.history(thread.id, limit, before)
 
 
 @router.post(
@@ -123,11 +122,11 @@ async def get_history(
     dependencies=[Depends(require_json)],
 )
 async def rewind(
-    session_id: SessionId, body: RewindIn, user: CurrentUser, services: ServicesDep
+    thread: ThreadId, body: RewindIn, user: CurrentUser, services: ServicesDep
 ) -> dict[str, Any]:
     return await services.inspector.rewind(
-        thread_id(user.user_id, session_id),
-        session_id,
+        thread.id,
+        thread.session_id,
         user.role,
         user.user_id,
         checkpoint_id=body.checkpoint_id,
@@ -136,10 +135,6 @@ async def rewind(
 
 
 @router.delete("/threads/{session_id}", status_code=204)
-async def delete_thread(
-    session_id: SessionId, user: CurrentUser, services: ServicesDep
-) -> Response:
-    await forget_thread(
-        services.pool, thread_id(user.user_id, session_id), services.inspector.delete
-    )
+async def delete_thread(thread: ThreadId, services: ServicesDep) -> Response:
+    await forget_thread(services.pool, thread.id, services.inspector.delete)
     return Response(status_code=204)

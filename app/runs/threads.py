@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-USER_ID_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+from app.identity import USER_ID_RE
+
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -19,11 +20,3 @@ def thread_id(user_id: str, session_id: str) -> str:
     if not SESSION_ID_RE.fullmatch(session_id):
         raise InvalidThreadId("session id must be 1-64 characters of A-Z a-z 0-9 _ -")
     return f"{user_id}:{session_id}"
-
-
-def split_thread_id(value: str) -> tuple[str, str]:
-    user_id, sep, session_id = value.partition(":")
-    if not sep:
-        raise InvalidThreadId("thread id must look like user_id:session_id")
-    thread_id(user_id, session_id)
-    return user_id, session_id

@@ -1,0 +1,48 @@
+"""Who is acting: a signed-in customer or a guest, and whom a conversation serves.
+
+The lowest layer of the app: it imports nothing of it, so the API, the runs, the agent and
+the tools all read identity from this one place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Role = Literal["customer", "guest"]
+ROLES: tuple[Role, ...] = ("customer", "guest")
+
+USER_ID_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
+# Guests and customers must never share a user id, or a guest token could open a customer's
+# threads (thread ids are keyed by user id). Guest ids carry this prefix; customer ids never do.
+GUEST_PREFIX = "guest-"
+
+
+def subject_matches_role(user_id: str, role: str) -> bool:
+    return user_id.startswith(GUEST_PREFIX) == (role == "guest")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller, as a verified token names it."""
+
+    user_id: str
+    role: Role
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """Per-run data handed to every node and tool as LangGraph runtime context."""
+
+    user_id: str  # the token's subject
+    role: Role
+    thread_id: str  # "{user_id}:{session_id}"
+
+
+def conversation_customer(context: AgentContext, verified_user_id: str | None) -> str | None:
+    """Whom the conversation serves: the token's customer, or the customer a guest verified
+    as (None until then). Never a tool argument the model wrote."""
+    if context.role == "customer":
+        return context.user_id
+    return verified_user_id or None
