@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     thread_lease_ttl_s: float = Field(default=15.0, gt=0.2, le=600)
     # A whole turn (every model call and tool of it) ends with `error` + `done` after this.
     turn_deadline_s: float = Field(default=300.0, gt=0)
+    # How long the event log of a finished run stays readable (GET .../runs/{id}/stream);
+    # the run's record itself stays.
+    run_log_ttl_s: float = Field(default=3600.0, ge=0)
 
     # Rate limits and the model-token budget (app/api/ratelimit.py), held in Postgres so they
     # hold across replicas. Each limit allows `*_burst` requests at once, then refills at its

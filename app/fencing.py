@@ -1,4 +1,5 @@
-"""The claim a run holds on its thread, as every layer that commits for the run sees it.
+"""What the layers that commit for a run must know of it: the claim it holds on its thread
+(the lease), and whether it is inside a write (which a cancel waits for).
 
 The run service claims a thread (a lease row with a generation number, app/runs/leases.py)
 and sets `current_lease` for the run; the graph's tasks copy the context, so the
@@ -8,6 +9,8 @@ checkpointer and the write executor find it and fence their commits with it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -25,3 +28,35 @@ class LeaseLost(Exception):
 
 
 current_lease: ContextVar[Lease | None] = ContextVar("current_lease", default=None)
+
+
+@dataclass
+class RunControl:
+    """How a run is stopped without breaking anything. A cancel sets `stop_requested`; the
+    agent node sees it at the next step boundary or between two chunks of the model's
+    stream, and ends the turn there with the answer cut where it was. A write under way is
+    never interrupted (`writing`): the run stops after it has recorded its outcome."""
+
+    writing: int = 0
+    stop_requested: bool = False
+    on_idle: Callable[[], None] | None = None
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        self.writing += 1
+        try:
+            yield
+        finally:
+            self.writing -= 1
+            if self.writing == 0 and self.on_idle is not None:
+                stop, self.on_idle = self.on_idle, None
+                stop()
+
+
+current_control: ContextVar[RunControl | None] = ContextVar("current_control", default=None)
+
+
+def stop_requested() -> bool:
+    """Whether the current run was asked to stop (always False outside a run)."""
+    control = current_control.get()
+    return control is not None and control.stop_requested

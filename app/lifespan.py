@@ -86,7 +86,17 @@ async def build_services(
         )
         repo = RunRepository(pool)
         metrics = Metrics()
-        runs = RunService(graph, settings, leases, repo, metrics)
+        runs = RunService(
+            graph,
+            settings,
+            leases,
+            repo,
+            metrics,
+            ledger=PostgresWriteLedger(pool),
+            write_names=frozenset(t.name for t in tools.write),
+        )
+        await runs.open()
+        stack.push_async_callback(runs.close)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         yield Services(
             settings=settings,

@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
 from app.api.middleware import BodyLimit, PageHeaders, RequestId
-from app.api.routes import auth, health, help, memory, messages, threads
+from app.api.routes import auth, health, help, memory, messages, runs, threads
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.lifespan import lifespan_for
@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         openapi_url="/openapi.json" if settings.serves_api_docs else None,
     )
     install_error_handlers(app)
-    routers = (health, auth, threads, messages, memory, help)
+    routers = (health, auth, threads, messages, runs, memory, help)
     for router in (r.router for r in routers):
         app.include_router(router)
     if (STATIC_DIR / "index.html").exists():

@@ -109,9 +109,10 @@ class MessageView(BaseModel):
 
 
 class TurnResult(BaseModel):
+    run_id: str | None = None
     messages: list[MessageView]
     checkpoint_id: str | None
-    status: Literal["completed", "interrupted", "failed"]
+    status: Literal["completed", "interrupted", "failed", "cancelled"]
     pending: list[dict[str, Any]] | None = None
     usage: dict[str, int] | None = None
     # the help articles a completed answer drew on (the `citations` event of the stream)

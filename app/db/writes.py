@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.db.checkpointer import store_held
 from app.db.leases import fence
 from app.domain.errors import RuleViolation
-from app.fencing import LeaseLost
+from app.fencing import LeaseLost, current_control
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +48,19 @@ async def execute_write(
 ) -> WriteOutcome:
     """Run `action` once per key. A RuleViolation is recorded as an `Error:` outcome and
     rolls the action back; any other failure records nothing and returns a generic error."""
-    record = _Record(idempotency_key, thread_id, actor, customer_id, tool_name, arguments)
+    control = current_control.get()
+    with control.write() if control is not None else nullcontext():  # a cancel waits for it
+        return await _execute_write(
+            pool,
+            _Record(idempotency_key, thread_id, actor, customer_id, tool_name, arguments),
+            action,
+        )
+
+
+async def _execute_write(
+    pool: AsyncConnectionPool[Any], record: _Record, action: WriteAction
+) -> WriteOutcome:
+    idempotency_key, tool_name, thread_id = record.key, record.tool_name, record.thread_id
     try:
         # The run's checkpoints wait for a reason to be stored; this is one. The one holding
         # this write's tool call must be durable before the effect commits (if it cannot be

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.jsonbytes import json_bytes
+
 # The newest checkpoint of a thread's root graph: ids only, the checkpoint itself is not read.
 _LATEST_CHECKPOINT = """SELECT checkpoint_id FROM checkpoints
     WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
     ORDER BY checkpoint_id DESC LIMIT 1"""
+
+
+def _dumps(value: Any) -> bytes | str:
+    return json_bytes(value) or json.dumps(value, default=str)
+
+
+_RUN_FIELDS = """run_id, status, created_at, finished_at, owner,
+    result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id"""
 
 
 class RunRepository:
@@ -73,6 +84,7 @@ class RunRepository:
         user_id: str,
         session_id: str,
         client_message_id: str | None,
+        owner: str | None = None,
     ) -> tuple[bool, str | None]:
         """Index the thread, record a new run and read the checkpoint it starts from, in one
         round trip. Returns (False, ...) when this client_message_id already has a run."""
@@ -83,8 +95,9 @@ class RunRepository:
                         VALUES (%(thread_id)s, %(user_id)s, %(session_id)s)
                         ON CONFLICT (thread_id) DO NOTHING
                     ), run AS (
-                        INSERT INTO runs (run_id, thread_id, client_message_id, status)
-                        VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running')
+                        INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
+                        VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running',
+                                %(owner)s)
                         ON CONFLICT (thread_id, client_message_id) DO NOTHING RETURNING run_id
                     )
                     SELECT EXISTS (SELECT 1 FROM run) AS started,
@@ -95,6 +108,7 @@ class RunRepository:
                     "user_id": user_id,
                     "session_id": session_id,
                     "client_message_id": client_message_id,
+                    "owner": owner,
                 },
             )
             row = await cur.fetchone()
@@ -102,7 +116,9 @@ class RunRepository:
             checkpoint_id = row["checkpoint_id"]
             return bool(row["started"]), str(checkpoint_id) if checkpoint_id else None
 
-    async def retry_run(self, run_id: str, thread_id: str, client_message_id: str) -> str | None:
+    async def retry_run(
+        self, run_id: str, thread_id: str, client_message_id: str, owner: str | None = None
+    ) -> str | None:
         """Give the client_message_id of a run that failed or died to a new run `run_id`,
         recorded as running; returns the checkpoint it starts from. The earlier run stays
         on record, without the id (one still 'running' as 'abandoned')."""
@@ -115,10 +131,16 @@ class RunRepository:
                 (thread_id, client_message_id),
             )
             cur = await conn.execute(
-                f"""INSERT INTO runs (run_id, thread_id, client_message_id, status)
-                    VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running')
+                f"""INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
+                    VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running',
+                            %(owner)s)
                     RETURNING ({_LATEST_CHECKPOINT}) AS checkpoint_id""",
-                {"run_id": run_id, "thread_id": thread_id, "client_message_id": client_message_id},
+                {
+                    "run_id": run_id,
+                    "thread_id": thread_id,
+                    "client_message_id": client_message_id,
+                    "owner": owner,
+                },
             )
             row = await cur.fetchone()
             checkpoint_id = row["checkpoint_id"] if row else None
@@ -144,6 +166,7 @@ class RunRepository:
         *,
         title: str | None,
         added: int,
+        events: list[Any] | None = None,
     ) -> str | None:
         """Record a run's outcome with the checkpoint it ended on, and the thread's activity,
         in one round trip. Returns that checkpoint's id.
@@ -163,7 +186,9 @@ class RunRepository:
                         UPDATE runs SET status = %(status)s, finished_at = now(),
                                result = jsonb_set(%(result)s, '{{checkpoint_id}}',
                                    coalesce(to_jsonb((SELECT checkpoint_id FROM latest)),
-                                            'null'::jsonb))
+                                            'null'::jsonb)),
+                               events = %(events)s, cancel_requested = false,
+                               tail_requested = false
                         WHERE run_id = %(run_id)s
                     )
                     SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id""",
@@ -174,8 +199,92 @@ class RunRepository:
                     "result": Jsonb(result),
                     "title": title,
                     "added": added,
+                    "events": None if events is None else Jsonb(events, dumps=_dumps),
                 },
             )
             row = await cur.fetchone()
             checkpoint_id = row["checkpoint_id"] if row else None
             return str(checkpoint_id) if checkpoint_id else None
+
+    # -- runs you can come back to (app/runs/logs.py) --------------------------------------
+
+    async def list_runs(self, thread_id: str, limit: int) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"""SELECT {_RUN_FIELDS} FROM runs WHERE thread_id = %s
+                    ORDER BY created_at DESC LIMIT %s""",
+                (thread_id, limit),
+            )
+            rows: list[dict[str, Any]] = await cur.fetchall()
+            return rows
+
+    async def run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
+        """The run's record with, when it holds the thread now, its lease's liveness."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"""SELECT {_RUN_FIELDS}, events,
+                        EXISTS (SELECT 1 FROM thread_leases l
+                                WHERE l.thread_id = runs.thread_id AND l.run_id = runs.run_id
+                                  AND l.expires_at > clock_timestamp()) AS held
+                    FROM runs WHERE thread_id = %s AND run_id = %s""",
+                (thread_id, run_id),
+            )
+            row: dict[str, Any] | None = await cur.fetchone()
+            return row
+
+    async def request(self, thread_id: str, run_id: str, what: str) -> bool:
+        """Ask the run's owner to cancel it ('cancel') or to ship its log ('tail'). False
+        when the run is not running."""
+        column = {"cancel": "cancel_requested", "tail": "tail_requested"}[what]
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                f"""UPDATE runs SET {column} = true
+                    WHERE thread_id = %s AND run_id = %s AND status = 'running'
+                    RETURNING run_id""",
+                (thread_id, run_id),
+            )
+            return await cur.fetchone() is not None
+
+    async def requests_for(self, run_ids: list[str]) -> list[dict[str, Any]]:
+        """What has been asked of these runs (the owner's poll)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT run_id, cancel_requested, tail_requested FROM runs
+                   WHERE run_id = ANY(%s) AND (cancel_requested OR tail_requested)""",
+                (run_ids,),
+            )
+            rows: list[dict[str, Any]] = await cur.fetchall()
+            return rows
+
+    async def append_events(self, run_id: str, records: list[Any]) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                """INSERT INTO run_event_chunks (run_id, first_seq, last_seq, events)
+                   VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                (run_id, records[0][0], records[-1][0], Jsonb(records, dumps=_dumps)),
+            )
+
+    async def events_after(self, run_id: str, after: int) -> list[Any]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT events FROM run_event_chunks WHERE run_id = %s AND last_seq > %s
+                   ORDER BY first_seq""",
+                (run_id, after),
+            )
+            return [record for row in await cur.fetchall() for record in row["events"]]
+
+    async def prune_logs(self, keep_s: float) -> int:
+        """Drop the event logs of runs finished more than `keep_s` ago (the runs stay), and
+        the chunks of any run that has ended."""
+        async with self.pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                """UPDATE runs SET events = NULL
+                   WHERE events IS NOT NULL
+                     AND finished_at < now() - make_interval(secs => %s)""",
+                (keep_s,),
+            )
+            await conn.execute(
+                """DELETE FROM run_event_chunks c USING runs r
+                   WHERE r.run_id = c.run_id AND r.status <> 'running'"""
+            )
+            return int(cur.rowcount)

@@ -9,6 +9,7 @@ outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine
@@ -19,19 +20,23 @@ from typing import Any
 import openai
 import psycopg
 import structlog
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from app.agent.graph import Graph, run_config, stream_turn
+from app.agent.ports import WriteLedger
+from app.agent.repair import close_dangling
+from app.agent.state import fresh_turn_fields
 from app.config import Settings
 from app.db.checkpointer import run_batching
-from app.errors import Conflict, ThreadBusy
-from app.fencing import Lease, LeaseLost, current_lease
+from app.errors import Conflict, NotFound, ThreadBusy
+from app.fencing import Lease, LeaseLost, RunControl, current_control, current_lease
 from app.identity import AgentContext, Principal
 from app.metrics import Metrics
 from app.runs.events import TurnRecorder
 from app.runs.leases import Claim, ThreadLeases
+from app.runs.logs import LogShipper, records
 from app.runs.repository import RunRepository
 from app.runs.stream import (
     Citations,
@@ -40,6 +45,7 @@ from app.runs.stream import (
     RunStarted,
     Sequenced,
     StreamEvent,
+    Token,
 )
 from app.runs.views import message_view, title_from
 
@@ -54,6 +60,11 @@ DATABASE_DOWN = "The service's database is unavailable right now; please retry s
 # every few seconds for this long, so an outage never leaves a run 'running' for good.
 RECORD_LATER_FOR_S = 600.0
 RECORD_LATER_EVERY_S = 2.0
+# How often a process looks for cancels and follow requests sent to other replicas for its
+# runs (one indexed query, only while it has runs), and prunes old event logs.
+REQUEST_POLL_S = 0.25
+PRUNE_EVERY_S = 60.0
+CANCEL_GRACE_S = 3.0
 # A retry of a client message whose run ended in one of these runs the turn (again); a
 # completed or interrupted one is replayed.
 RETRYABLE = ("running", "abandoned", "failed")
@@ -85,8 +96,11 @@ class Run:
     result: dict[str, Any] | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     lease_lost: bool = False
+    cancel_requested: bool = False
     task: asyncio.Task[None] | None = None
-    in_graph: bool = False  # while the graph runs, a lost lease cancels it
+    in_graph: bool = False  # while the graph runs, a lost lease or a cancel stops it
+    control: RunControl = field(default_factory=RunControl)
+    shipper: LogShipper | None = None  # set once someone may read the log from elsewhere
     _appended: asyncio.Event = field(default_factory=asyncio.Event)
 
     def emit(self, event: StreamEvent) -> None:
@@ -95,20 +109,36 @@ class Run:
         woken, self._appended = self._appended, asyncio.Event()
         woken.set()
 
+    @property
+    def ended(self) -> bool:
+        return bool(self.log) and isinstance(self.log[-1][1], Done)
+
     async def follow(self, after: int = 0) -> AsyncIterator[list[Sequenced]]:
         """The events after id `after`, as they come: each batch is everything appended
-        since the last one, until `done`. Any number of readers may follow one run."""
+        since the last one, until `done`. Any number of readers may follow one run; one
+        that leaves before the end gets the log shipped, so it can come back anywhere."""
         cursor = after
-        while True:
-            appended = self._appended
-            if cursor < len(self.log):
-                batch = self.log[cursor:]
-                cursor = len(self.log)
-                yield batch
-                if isinstance(batch[-1][1], Done):
+        try:
+            while True:
+                appended = self._appended
+                if cursor < len(self.log):
+                    batch = self.log[cursor:]
+                    cursor = len(self.log)
+                    yield batch
+                    if isinstance(batch[-1][1], Done):
+                        return
+                    continue
+                if self.ended:
                     return
-                continue
-            await appended.wait()
+                await appended.wait()
+        finally:
+            if not self.ended and self.shipper is not None:
+                self.shipper.start()
+
+
+def _stop_if_running(run: Run) -> None:
+    if run.task is not None and run.in_graph:
+        run.task.cancel()
 
 
 class RunService:
@@ -119,13 +149,90 @@ class RunService:
         leases: ThreadLeases,
         repo: RunRepository,
         metrics: Metrics,
+        *,
+        ledger: WriteLedger | None = None,
+        write_names: frozenset[str] = frozenset(),
     ) -> None:
         self.metrics = metrics
         self.graph = graph
         self.settings = settings
         self.leases = leases
         self.repo = repo
+        self.ledger = ledger  # to close a cancelled run's tool calls with their outcomes
+        self.write_names = write_names
         self._tasks: set[asyncio.Task[None]] = set()
+        self._live: dict[str, Run] = {}  # this process's runs, until `done`
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        self._watcher = asyncio.create_task(self._watch_requests())
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+
+    def live(self, run_id: str) -> Run | None:
+        return self._live.get(run_id)
+
+    async def _watch_requests(self) -> None:
+        """Cancels and follow requests sent to other replicas for this process's runs
+        (polled: nothing here depends on a session, so PgBouncer is fine), and the pruning
+        of old event logs."""
+        last_prune = 0.0
+        while True:
+            await asyncio.sleep(REQUEST_POLL_S)
+            try:
+                if self._live:
+                    for row in await self.repo.requests_for(list(self._live)):
+                        run = self._live.get(row["run_id"])
+                        if run is None:
+                            continue
+                        if row["tail_requested"] and run.shipper is not None:
+                            run.shipper.start()
+                        if row["cancel_requested"]:
+                            self._cancel_here(run)
+                if time.monotonic() - last_prune > PRUNE_EVERY_S:
+                    last_prune = time.monotonic()
+                    await self.repo.prune_logs(self.settings.run_log_ttl_s)
+            except Exception as error:  # the database is away: try again next time
+                log.warning("could not poll run requests", error_type=type(error).__name__)
+
+    async def cancel(self, thread_id: str, run_id: str) -> None:
+        """Stop a run, wherever it runs: here at once, on another replica through its
+        owner's poll. Conflict if it has ended; NotFound if there is no such run."""
+        run = self._live.get(run_id)
+        if run is not None and run.thread_id == thread_id and not run.ended:
+            self._cancel_here(run)
+            return
+        if await self.repo.request(thread_id, run_id, "cancel"):
+            return
+        if await self.repo.run(thread_id, run_id) is None:
+            raise NotFound("run not found", code="run_not_found")
+        raise Conflict("the run has already ended", code="run_finished")
+
+    def _cancel_here(self, run: Run) -> None:
+        """The agent node stops at the next step boundary, or between two chunks of the
+        model's stream, and ends the turn with the answer cut where it was; a write under
+        way finishes first. A run that ended meanwhile is left alone."""
+        if run.cancel_requested or run.task is None or run.ended:
+            return
+        run.cancel_requested = True
+        run.control.stop_requested = True
+        self._spawn(self._stop_hard_later(run))
+
+    async def _stop_hard_later(self, run: Run) -> None:
+        """A model that sends nothing never reaches a chunk boundary: after CANCEL_GRACE_S
+        the run is stopped outright (never inside a write) and its steps are closed."""
+        await asyncio.sleep(CANCEL_GRACE_S)
+        if run.ended:
+            return
+        stop = partial(_stop_if_running, run)
+        if run.control.writing:
+            run.control.on_idle = stop
+        else:
+            stop()
 
     def config(self, thread_id: str) -> RunnableConfig:
         return run_config(thread_id, self.settings)
@@ -151,7 +258,12 @@ class RunService:
         human = HumanMessage(content=content, id=human_message_id(thread_id, client_message_id))
         try:
             started, run.start_checkpoint_id = await self.repo.open_run(
-                run.run_id, thread_id, principal.user_id, session_id, client_message_id
+                run.run_id,
+                thread_id,
+                principal.user_id,
+                session_id,
+                client_message_id,
+                self.leases.owner,
             )
             retrying = False
             if not started:  # this client_message_id already has a run
@@ -163,7 +275,7 @@ class RunService:
                 # abandoned): this run takes its client_message_id and does the turn.
                 log.warning("retrying a run", run_id=earlier["run_id"], status=earlier["status"])
                 run.start_checkpoint_id = await self.repo.retry_run(
-                    run.run_id, thread_id, client_message_id or ""
+                    run.run_id, thread_id, client_message_id or "", self.leases.owner
                 )
                 retrying = True
             inputs: list[Any] = [{"incoming": human}]
@@ -212,7 +324,7 @@ class RunService:
                     "there is no change waiting for confirmation", code="nothing_pending"
                 )
             _, run.start_checkpoint_id = await self.repo.open_run(
-                run.run_id, thread_id, principal.user_id, session_id, None
+                run.run_id, thread_id, principal.user_id, session_id, None, self.leases.owner
             )
         except BaseException:
             await self._release(run)
@@ -227,14 +339,16 @@ class RunService:
     def _earlier_result(self, earlier: dict[str, Any] | None) -> dict[str, Any]:
         if earlier is None or earlier["result"] is None:  # (a running run has none yet)
             raise ThreadBusy()
-        result: dict[str, Any] = earlier["result"]
+        result: dict[str, Any] = {**earlier["result"], "run_id": earlier["run_id"]}
         return result
 
     def _launch(
         self, run: Run, principal: Principal, inputs: list[Any], *, title: str | None
     ) -> None:
+        run.shipper = LogShipper(self.repo, run.run_id, lambda: run.log)
         task = asyncio.create_task(self._execute(run, principal, inputs, title))
         run.task = task
+        self._live[run.run_id] = run
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if run.lease is not None:
@@ -252,6 +366,7 @@ class RunService:
         self, run: Run, principal: Principal, inputs: list[Any], title: str | None
     ) -> None:
         current_lease.set(run.lease)  # the task's own context: every commit is fenced with it
+        current_control.set(run.control)  # a cancel reaches the agent node through it
         config = self.config(run.thread_id)
         context = AgentContext(
             user_id=principal.user_id, role=principal.role, thread_id=run.thread_id
@@ -260,6 +375,7 @@ class RunService:
         status = "failed"
         started = time.monotonic()
         checkpoint_id: str | None = None
+        partial_answer: list[str] = []  # the answer being streamed, cut by a cancel
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         try:
             run.emit(
@@ -276,9 +392,15 @@ class RunService:
                     for graph_input in inputs:
                         stream = stream_turn(self.graph, graph_input, config, context)
                         async for mode, chunk in stream:
+                            if mode == "updates" and "agent" in chunk:
+                                partial_answer.clear()
                             for event in recorder.on_chunk(mode, chunk):
+                                if isinstance(event, Token):
+                                    partial_answer.append(event.text)
                                 run.emit(event)
             status = "interrupted" if recorder.pending is not None else "completed"
+            if run.cancel_requested:  # the agent ended the turn where the cancel found it
+                status = "cancelled"
             if recorder.citations and status == "completed":
                 run.emit(Citations(citations=recorder.citations))
         except LeaseLost:
@@ -292,16 +414,20 @@ class RunService:
             bound.warning("model call failed", error_type=type(error).__name__)
             run.emit(RunFailed(code="model_unavailable", message=MODEL_UNAVAILABLE))
         except asyncio.CancelledError:
-            if not run.lease_lost:
+            if not (run.lease_lost or run.cancel_requested):  # the process is shutting down
                 bound.warning("run cancelled")
                 run.emit(RunFailed(code="cancelled", message="the reply was cancelled"))
                 raise
-            # stopped by the heartbeat: its lease belongs to another run now
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            bound.error("thread lease lost; the run stopped before committing")
-            run.emit(RunFailed(code="thread_superseded", message=SUPERSEDED))
+            if run.lease_lost:  # stopped by the heartbeat: its lease is another run's now
+                bound.error("thread lease lost; the run stopped before committing")
+                run.emit(RunFailed(code="thread_superseded", message=SUPERSEDED))
+            else:
+                bound.info("run cancelled by the customer")
+                status = "cancelled"
+                await self._leave_consistent(run, config, "".join(partial_answer))
         except psycopg.OperationalError as error:  # a pool timeout too
             bound.warning("database unavailable during a run", error_type=type(error).__name__)
             run.emit(RunFailed(code="database_unavailable", message=DATABASE_DOWN))
@@ -310,10 +436,10 @@ class RunService:
             run.emit(RunFailed(code="internal_error", message=INTERNAL))
         finally:
             run.in_graph = False
-            result = self._result(recorder, status)
+            result = {"run_id": run.run_id, **self._result(recorder, status)}
             added = 0 if run.lease_lost else len(recorder.added)
             try:
-                closing = self._close_run(run, status, result, title, added)
+                closing = self._close_run(run, status, result, title, added, records(run.log))
                 checkpoint_id = await asyncio.shield(closing)
                 result["checkpoint_id"] = checkpoint_id
             except Exception as error:
@@ -328,16 +454,65 @@ class RunService:
             await self._release(run)
             run.emit(Done(status=status, checkpoint_id=checkpoint_id, usage=recorder.usage))
             run.finished.set()
+            self._live.pop(run.run_id, None)
+            if run.shipper is not None:
+                await run.shipper.stop()  # the whole log is stored with the outcome
+
+    async def _leave_consistent(self, run: Run, config: RunnableConfig, partial: str) -> None:
+        """After a cancel: every tool call of the run gets its result (a write's recorded
+        outcome, or "interrupted, not executed"), and the answer being written stays as
+        far as it got, marked as cut; so the next turn starts clean."""
+        try:
+            snapshot = await self.graph.aget_state(config)
+            values = snapshot.values or {}
+            closed: list[Any] = []
+            if self.ledger is not None:
+                closed = await close_dangling(
+                    values.get("messages") or [],
+                    thread_id=run.thread_id,
+                    turn_id=values.get("turn_id"),
+                    write_names=self.write_names,
+                    ledger=self.ledger,
+                )
+            cut = AIMessage(
+                content=f"{partial} …" if partial else "",
+                response_metadata={"finish_reason": "cancelled"},
+            )
+            update: dict[str, Any] = {"messages": [*closed, cut]}
+            incoming = values.get("incoming")
+            if incoming is not None:  # cancelled before its turn was opened: open it now
+                turn = int(values.get("turn_number") or 0) + 1
+                update = {
+                    "messages": [*closed, incoming, cut],
+                    "incoming": None,
+                    **fresh_turn_fields(str(incoming.id), turn),
+                }
+            await self.graph.aupdate_state(config, update, as_node="agent")
+        except Exception:
+            log.exception("could not close a cancelled run's steps", run_id=run.run_id)
 
     async def _close_run(
-        self, run: Run, status: str, result: dict[str, Any], title: str | None, added: int
+        self,
+        run: Run,
+        status: str,
+        result: dict[str, Any],
+        title: str | None,
+        added: int,
+        events: list[Any],
     ) -> str | None:
         """Record the outcome, the checkpoint the run ended on (a failed run's too: its
         finished steps are saved) and the thread's activity, in one round trip; after a
         failure, again. A run left 'running' once its lock is free reads as abandoned, and a
         retry of its client_message_id would run the turn a second time."""
         close = partial(
-            self.repo.close_run, run.run_id, run.thread_id, status, result, title=title, added=added
+            self.repo.close_run,
+            run.run_id,
+            run.thread_id,
+            status,
+            result,
+            title=title,
+            added=added,
+            events=events,
         )
         for wait_s in CLOSE_RUN_RETRY_WAITS_S:
             try:

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.fakellm import ChatRequest, Latency, OrderLookupPolicy, Reply, ScriptedModelServer
+from tests.fakellm import ChatRequest, Latency, OrderLookupPolicy, Reply, ScriptedModelServer
 from tests.faults import procs
 from tests.faults.conftest import service_env
 
@@ -209,5 +209,96 @@ def test_cut_connections_do_not_let_a_second_writer_in(
     state = httpx.get(b.url + f"/threads/{session}/state", headers=headers, timeout=10).json()
     assert [m["role"] for m in state["messages"]] == ["user", "assistant"]
     assert state["messages"][1]["content"] == LONG
+    assert forks(private_postgres, thread) == []
+    assert running_runs(private_postgres, thread) == 0
+
+
+def _read_stream(url: str, headers: dict[str, str]) -> list[tuple[int, str, dict[str, Any]]]:
+    """A GET SSE stream to its end: (id, event, data) triples."""
+    out: list[tuple[int, str, dict[str, Any]]] = []
+    event, seq = "message", 0
+    with httpx.stream(
+        "GET", url, headers={**headers, "Accept": "text/event-stream"}, timeout=60
+    ) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if line.startswith("id:"):
+                seq = int(line.split(":", 1)[1])
+            elif line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                out.append((seq, event, json.loads(line.split(":", 1)[1])))
+    return out
+
+
+def test_a_dropped_stream_resumes_on_the_other_replica_without_gap_or_duplicate(
+    replicas: tuple[procs.ServiceProcess, procs.ServiceProcess],
+    talk_model: ScriptedModelServer,
+    auth_headers: Callable[[str], dict[str, str]],
+) -> None:
+    a, b = replicas
+    headers = auth_headers("cust_resume")
+    session = f"resume-{os.getpid()}-{time.monotonic_ns()}"
+    seen: list[tuple[int, str, dict[str, Any]]] = []
+    location = ""
+    with httpx.stream(
+        "POST",
+        a.url + f"/threads/{session}/messages",
+        json={"content": "tell me everything"},
+        headers={**headers, "Accept": "text/event-stream"},
+        timeout=60,
+    ) as response:
+        location = response.headers["content-location"]
+        event, seq = "message", 0
+        for line in response.iter_lines():  # the phone goes into a tunnel after 5 tokens
+            if line.startswith("id:"):
+                seq = int(line.split(":", 1)[1])
+            elif line.startswith("event:"):
+                event = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                seen.append((seq, event, json.loads(line.split(":", 1)[1])))
+                if sum(e[1] == "token" for e in seen) >= 5:
+                    break
+    rest = _read_stream(
+        b.url + location + "/stream", {**headers, "Last-Event-ID": str(seen[-1][0])}
+    )
+    assert rest[-1][1] == "done" and rest[-1][2]["status"] == "completed"
+    together = seen + rest
+    ids = [e[0] for e in together]
+    assert ids == sorted(set(ids))  # increasing: no duplicate
+    text = "".join(e[2]["text"] for e in together if e[1] == "token")
+    assert text == LONG  # no gap
+    # Joined after the end, on either replica: the same run, replayed at once.
+    for replica in (a, b):
+        whole = _read_stream(replica.url + location + "/stream?after=0", headers)
+        assert "".join(e[2]["text"] for e in whole if e[1] == "token") == LONG
+        assert whole[-1][1] == "done"
+
+
+def test_a_cancel_sent_to_the_other_replica_stops_the_run(
+    replicas: tuple[procs.ServiceProcess, procs.ServiceProcess],
+    talk_model: ScriptedModelServer,
+    private_postgres: procs.PrivatePostgres,
+    auth_headers: Callable[[str], dict[str, str]],
+) -> None:
+    a, b = replicas
+    headers = auth_headers("cust_cancel")
+    session = f"cancel-{os.getpid()}-{time.monotonic_ns()}"
+    slow = Stream(
+        a.url + f"/threads/{session}/messages", {"content": "tell me everything"}, headers
+    )
+    wait_for(lambda: slow.names().count("token") >= 3, "replica A to stream")
+    run_id = slow.events[0][1]["run_id"]
+    asked = time.monotonic()
+    cancel = httpx.post(b.url + f"/threads/{session}/runs/{run_id}/cancel", headers=headers)
+    assert cancel.status_code == 202
+    slow.join()
+    assert time.monotonic() - asked < 5
+    assert slow.events[-1][0] == "done" and slow.events[-1][1]["status"] == "cancelled"
+    text = "".join(d["text"] for name, d in slow.events if name == "token")
+    assert 0 < len(text) < len(LONG)
+    again = httpx.post(b.url + f"/threads/{session}/runs/{run_id}/cancel", headers=headers)
+    assert again.status_code == 409
+    thread = f"cust_cancel:{session}"
     assert forks(private_postgres, thread) == []
     assert running_runs(private_postgres, thread) == 0

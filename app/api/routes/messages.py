@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 
 from app.api.deps import CurrentUser, ServicesDep, ThreadId, limit_posts
 from app.api.routes.common import JSON_ERRORS, require_json
+from app.api.routes.runs import run_location
 from app.api.schemas import MessageIn, ResumeIn, TurnResult
 from app.api.sse import all_at_once, replay, sse_response
 from app.errors import thread_not_found
@@ -25,15 +26,24 @@ def wants_stream(request: Request) -> bool:
 async def _respond(
     request: Request, outcome: Run | dict[str, Any], session_id: str, heartbeat_s: float
 ) -> Response:
+    """The run's events as SSE, or its result as JSON; `Content-Location` names the run, so
+    a client that loses the stream can follow it again (GET its `/stream`) or cancel it."""
     if isinstance(outcome, dict):  # an earlier turn's recorded result
+        run_id = str(outcome.get("run_id") or uuid.uuid4())
+        headers = {"Content-Location": run_location(session_id, run_id)}
         if wants_stream(request):
-            events = replay(outcome, session_id, str(uuid.uuid4()))
-            return sse_response(all_at_once(events), heartbeat_s)
-        return JSONResponse(outcome)
+            events = replay(outcome, session_id, run_id)
+            response: Response = sse_response(all_at_once(events), heartbeat_s)
+            response.headers.update(headers)
+            return response
+        return JSONResponse(outcome, headers=headers)
+    headers = {"Content-Location": run_location(session_id, outcome.run_id)}
     if wants_stream(request):
-        return sse_response(outcome.follow(), heartbeat_s)
+        response = sse_response(outcome.follow(), heartbeat_s)
+        response.headers.update(headers)
+        return response
     await outcome.finished.wait()
-    return JSONResponse(outcome.result)
+    return JSONResponse(outcome.result, headers=headers)
 
 
 @router.post(

@@ -1,0 +1,113 @@
+"""A run's event log beyond its own process: shipped while it runs, read from any replica.
+
+The owner keeps the log in memory (`Run.log`) and stores it whole with the run's outcome.
+While the run goes on, the log is shipped in chunks, every `SHIP_EVERY_S` (at most one
+insert per interval, however many tokens), but only once a reader may need it elsewhere:
+the run's own client went away, or another replica asked to follow it. A turn whose client
+stays connected to the replica that runs it writes no chunks at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import structlog
+
+from app.runs.repository import RunRepository
+from app.runs.stream import Done, RunFailed, Sequenced, from_record, to_record
+
+log = structlog.get_logger(__name__)
+
+SHIP_EVERY_S = 0.1
+FOLLOW_POLL_S = 0.1
+RUN_LOST = "The reply was lost when the server running it stopped; please send it again."
+
+
+def records(events: list[Sequenced]) -> list[list[Any]]:
+    """The log as stored: every event but `done` (rebuilt from the run's row)."""
+    return [to_record(seq, event) for seq, event in events if not isinstance(event, Done)]
+
+
+class LogShipper:
+    """Ships one run's log in chunks from the first call of `start` until the run ends."""
+
+    def __init__(
+        self, repo: RunRepository, run_id: str, log_of: Callable[[], list[Sequenced]]
+    ) -> None:
+        self.repo = repo
+        self.run_id = run_id
+        self._log_of = log_of
+        self._shipped = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._ship_until_done())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _ship_until_done(self) -> None:
+        while True:
+            events = self._log_of()
+            upto = len(events)
+            chunk = records(events[self._shipped : upto])
+            if chunk:
+                try:
+                    await self.repo.append_events(self.run_id, chunk)
+                    self._shipped = upto
+                except Exception as error:  # the next interval tries again
+                    log.warning("could not ship a run's events", error_type=type(error).__name__)
+            elif upto > self._shipped:
+                self._shipped = upto  # only `done`
+            await asyncio.sleep(SHIP_EVERY_S)
+
+
+def _ending(row: dict[str, Any], after: int) -> list[Sequenced]:
+    """The rest of a finished run's stored log, then its `done`."""
+    stored = [from_record(r) for r in row["events"] or []]
+    last = stored[-1][0] if stored else after
+    done = Done(status=row["status"], checkpoint_id=row["checkpoint_id"], usage=row["usage"] or {})
+    out = [(seq, event) for seq, event in stored if seq > after]
+    if row["events"] is None and row["status"] == "abandoned":
+        out.append((last + 1, RunFailed(code="run_lost", message=RUN_LOST)))
+        last += 1
+    if last + 1 > after:
+        out.append((last + 1, done))
+    return out
+
+
+async def follow_stored(
+    repo: RunRepository, thread_id: str, run_id: str, after: int
+) -> AsyncIterator[list[Sequenced]]:
+    """A run of another replica (or a finished one): its stored log after `after`, then,
+    while it runs, each chunk its owner ships, until `done`."""
+    asked = False
+    while True:
+        row = await repo.run(thread_id, run_id)
+        if row is None:
+            return
+        if row["status"] == "running" and not row["held"]:
+            # Recorded as running, yet no live lease: its process died. The next claim of
+            # the thread closes it as abandoned; the reader hears it now.
+            row = {**row, "status": "abandoned", "events": None}
+        if row["status"] != "running":
+            ending = _ending(row, after)
+            if ending:
+                yield ending
+            return
+        if not asked:
+            asked = await repo.request(thread_id, run_id, "tail")
+        batch = [
+            e for e in map(from_record, await repo.events_after(run_id, after)) if e[0] > after
+        ]
+        if batch:
+            after = batch[-1][0]
+            yield batch
+        await asyncio.sleep(FOLLOW_POLL_S)
