@@ -18,6 +18,7 @@ from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
 from app.db.pool import open_pool
+from app.demo.model import DEMO_MODEL_NAME, demo_chat_model
 from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
@@ -32,18 +33,12 @@ log = structlog.get_logger(__name__)
 SHUTDOWN_GRACE_S = 20.0
 
 
-async def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseChatModel, str]:
+def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseChatModel, str]:
+    if settings.uses_demo_model:
+        log.warning("using the built-in DEMO model; connect a real one with OPENAI_BASE_URL")
+        return demo_chat_model(settings), DEMO_MODEL_NAME
     http_client = model_http_client(settings)
     stack.push_async_callback(http_client.aclose)
-    if settings.uses_demo_model:
-        from app.demo.server import start_demo_model
-
-        base_url = await stack.enter_async_context(start_demo_model(settings))
-        log.warning(
-            "using the built-in DEMO model; connect a real one with OPENAI_BASE_URL",
-            demo_url=base_url,
-        )
-        return build_chat_model(settings, base_url=base_url, http_client=http_client), "demo"
     log.info("using model", model=settings.llm_model, base_url=settings.openai_base_url or "openai")
     return build_chat_model(settings, http_client=http_client), settings.llm_model
 
@@ -70,7 +65,7 @@ async def build_services(
         stack.push_async_callback(leases.close)
         label = settings.llm_model
         if model is None:
-            model, label = await _chat_model(settings, stack)
+            model, label = _chat_model(settings, stack)
         identity_codes = await stack.enter_async_context(open_identity_codes(settings, pool))
         tools = build_tools(pool, identity_codes)
         archive = PgTranscriptArchive(pool)

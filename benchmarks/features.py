@@ -34,11 +34,11 @@ from app.db.checkpointer import PostgresCheckpointer
 from app.db.migrate import migrate
 from app.db.pool import open_pool
 from app.db.transfer import import_dir
-from app.fakellm import ChatRequest, Reply, ScriptedModelServer
-from app.fakellm.wire import prompt_tokens
+from app.demo.chat import prompt_tokens
 from app.identity import AgentContext
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
+from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
 from tests.fakes.fixtures import chat_model
 from tests.pg import create_fresh_database, drop_database
 

@@ -1,20 +1,20 @@
 """The scripted model's policy for the benchmark: the order-lookup turn, for any number of
 concurrent conversations (stateless), with the SAME answer for our service and the peer.
 
-`app.fakellm.policies.OrderLookupPolicy` quotes the status only from a JSON tool result;
+`tests.fakellm.policies.OrderLookupPolicy` quotes the status only from a JSON tool result;
 our service shows the model a rewritten `field: value` view of tool results, so that policy
 would answer ours with the whole observation (~80 tokens) and the peer in ~15. Here the
 status is read from either form, so both stream the same ~15-token answer.
 
-    python -m app.fakellm --policy benchmarks.policy:OrderLookup
+    python -m tests.fakellm --policy benchmarks.policy:OrderLookup
 """
 
 from __future__ import annotations
 
 import re
 
-from app.fakellm.policies import OrderLookupPolicy
-from app.fakellm.types import ChatRequest, Reply
+from tests.fakellm.policies import OrderLookupPolicy
+from tests.fakellm.types import ChatRequest, Reply
 
 STATUSES = (
     "pending (item modified)",

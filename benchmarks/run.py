@@ -91,7 +91,7 @@ class Bench:
     def model(self, profile: str) -> str:
         port = free_port()
         spec = PROFILES[profile]
-        argv = [PY, "-m", "app.fakellm", "--port", str(port), "--policy", MODEL_POLICY]
+        argv = [PY, "-m", "tests.fakellm", "--port", str(port), "--policy", MODEL_POLICY]
         if spec["ttft_ms"]:
             argv += ["--ttft-ms", str(spec["ttft_ms"])]
         if spec["tps"]:

@@ -1,5 +1,6 @@
-"""The built-in demo model: a deterministic policy on the fakellm engine, served in-process.
+"""The built-in demo model: a deterministic policy behind an in-process LangChain chat model.
 
 Used when no real model is configured (no OPENAI_API_KEY / OPENAI_BASE_URL, or
-LLM_PROVIDER=demo). The app talks to it through the real ChatOpenAI, like any hosted model.
+LLM_PROVIDER=demo). The graph calls it like any chat model (model.py); the policy reads the
+request a hosted model would be sent (chat.py).
 """

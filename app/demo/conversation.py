@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
+from app.demo.chat import ChatRequest, content_text
 from app.demo.parsing import Intent, intent_of, is_chinese, is_no, is_yes, order_id_in
 from app.demo.texts import CONFIRM_MARK, Lang
-from app.fakellm.types import ChatRequest, content_text
 
 T = TypeVar("T")
 

@@ -12,6 +12,7 @@ import structlog
 
 from app.demo import answers
 from app.demo.address import parse_address
+from app.demo.chat import ChatRequest, Reply
 from app.demo.conversation import Conversation, Result, Task
 from app.demo.parsing import (
     NEEDS_IDENTITY,
@@ -26,7 +27,6 @@ from app.demo.parsing import (
     weight_in,
 )
 from app.demo.texts import Lang, say
-from app.fakellm.types import ChatRequest, Reply
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +35,8 @@ MAX_SUMMARY = 300
 
 
 class DemoPolicy:
-    """A fakellm `Policy`; share one instance between all conversations."""
+    """Decides each reply of the demo model (model.py); share one instance between all
+    conversations."""
 
     def __call__(self, request: ChatRequest) -> Reply:
         lang: Lang = "en"

@@ -20,10 +20,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.domain.models import Product, Variant
-from app.fakellm import ScriptedModelServer
 from app.help.repository import sync_help_articles
 from app.main import STATIC_DIR
 from tests import factories as f
+from tests.fakellm import ScriptedModelServer
 from tests.fakes.fixtures import chat_model
 from tests.integration.api_harness import LiveServer
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from playwright.async_api import Page, expect
 
-from app.fakellm import Latency, Reply, Script, ScriptedModelServer
 from app.help.articles import shipped_articles
 from tests.browser.conftest import PENDING, SARA
 from tests.browser.pages import assistant_messages, send, sign_in, user_messages, wait_until_idle
+from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 
 SLOW = Latency(ttft_ms=50, tokens_per_s=25)
 ANSWER = (

@@ -8,10 +8,10 @@ from typing import Any
 from playwright.async_api import Page, expect
 from psycopg_pool import AsyncConnectionPool
 
-from app.fakellm import Reply, Script, ScriptedModelServer
 from tests import factories as f
 from tests.browser.conftest import PENDING, SARA
 from tests.browser.pages import assistant_messages, send, sign_in, wait_until_idle
+from tests.fakellm import Reply, Script, ScriptedModelServer
 
 
 def cancel_script(after: str) -> Script:

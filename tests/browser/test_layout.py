@@ -6,9 +6,9 @@ from pathlib import Path
 
 from playwright.async_api import BrowserContext, Page, ViewportSize, expect
 
-from app.fakellm import Reply, Script, ScriptedModelServer
 from tests.browser.conftest import PENDING, SARA, AppServer
 from tests.browser.pages import ask, assistant_messages, sign_in
+from tests.fakellm import Reply, Script, ScriptedModelServer
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 

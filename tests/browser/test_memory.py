@@ -10,10 +10,10 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from playwright.async_api import Page, expect
 from psycopg_pool import AsyncConnectionPool
 
-from app.fakellm import Reply, Script, ScriptedModelServer
 from app.memory.store import forget, list_preferences
 from tests.browser.conftest import SARA
 from tests.browser.pages import api_get, ask, current_thread_id, sign_in
+from tests.fakellm import Reply, Script, ScriptedModelServer
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from playwright.async_api import Locator, Page, Route, expect
 
-from app.fakellm import Reply, Script, ScriptedModelServer
 from tests.browser.conftest import SARA
 from tests.browser.pages import (
     api_get,
@@ -15,6 +14,7 @@ from tests.browser.pages import (
     user_messages,
     wait_until_idle,
 )
+from tests.fakellm import Reply, Script, ScriptedModelServer
 
 
 def thread_items(page: Page) -> Locator:

@@ -6,9 +6,9 @@ import asyncio
 
 from playwright.async_api import Page, expect
 
-from app.fakellm import Reply, Script, ScriptedModelServer
 from tests.browser.conftest import EVE, EVE_ORDER, XSS
 from tests.browser.pages import ask, assistant_messages, sign_in, user_messages
+from tests.fakellm import Reply, Script, ScriptedModelServer
 
 SCRIPT_TAG = "<script>window.__xss=1</script>"
 ANSWER = (

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from langchain_openai import ChatOpenAI
 
-from app.fakellm import ChatRequest, Reply, ScriptedModelServer
+from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
 
 MODEL = "gpt-4o-mini"
 

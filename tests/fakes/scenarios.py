@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.fakellm import ChatRequest, Policy, Reply, Router, Script, ToolCall
-from app.fakellm.policies import answer_order_status, find_order_id, summarise_tool_results
+from tests.fakellm import ChatRequest, Policy, Reply, Router, Script, ToolCall
+from tests.fakellm.policies import answer_order_status, find_order_id, summarise_tool_results
 
 ORDER_ID = "#W1234567"
 PRODUCT_ID = "6086499569"
@@ -58,7 +58,7 @@ def customers() -> Router:
     """Many concurrent simulated customers, each following its own script.
 
     Give each customer a distinct first message (e.g. its own order id, or a
-    "[customer 17]" suffix); serve with `python -m app.fakellm --policy
+    "[customer 17]" suffix); serve with `python -m tests.fakellm --policy
     tests.fakes.scenarios:customers`.
     """
     return Router(scenario_for)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from app.api.auth import issue_token
-from app.fakellm import Latency, OrderLookupPolicy, ScriptedModelServer
 from app.identity import Role
+from tests.fakellm import Latency, OrderLookupPolicy, ScriptedModelServer
 from tests.faults import procs
 
 FAULTS_DIR = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ import httpx
 import psycopg
 import pytest
 
-from app.fakellm import ChatRequest, Latency, OrderLookupPolicy, Reply, ScriptedModelServer
+from tests.fakellm import ChatRequest, Latency, OrderLookupPolicy, Reply, ScriptedModelServer
 from tests.faults import procs
 from tests.faults.conftest import service_env
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.fakellm import Latency, OrderLookupPolicy, ScriptedModelServer
+from tests.fakellm import Latency, OrderLookupPolicy, ScriptedModelServer
 from tests.faults import procs
 
 Headers = Callable[[str], dict[str, str]]

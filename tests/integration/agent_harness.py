@@ -21,10 +21,10 @@ from app.agent.graph import Graph, build_graph, run_config
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.transfer import import_dir
-from app.fakellm import ScriptedModelServer
 from app.identity import AgentContext, Role
 from app.runs.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
+from tests.fakellm import ScriptedModelServer
 from tests.fakes.fixtures import chat_model
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "tau_small"

@@ -15,8 +15,8 @@ from langchain_core.language_models import BaseChatModel
 
 from app.api.auth import issue_token
 from app.config import Settings
-from app.fakellm import ScriptedModelServer
 from app.main import create_app
+from tests.fakellm import ScriptedModelServer
 from tests.fakes.fixtures import chat_model
 
 

@@ -19,9 +19,9 @@ from app.agent.repair import INTERRUPTED
 from app.agent.tool_exec import DECLINED, WriteNodes
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
-from app.fakellm import ChatRequest, Reply, Script, ScriptedModelServer, ToolCall
-from app.fakellm.policies import summarise_tool_results
 from app.tools import writing
+from tests.fakellm import ChatRequest, Reply, Script, ScriptedModelServer, ToolCall
+from tests.fakellm.policies import summarise_tool_results
 from tests.integration.agent_harness import (
     Conversation,
     fetch_all,

@@ -18,8 +18,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
-from app.fakellm import Latency, Reply, Script, ScriptedModelServer
 from app.runs.repository import RunRepository
+from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 

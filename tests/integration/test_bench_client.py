@@ -14,8 +14,8 @@ from psycopg_pool import AsyncConnectionPool
 
 import benchmarks.client
 from app.config import Settings
-from app.fakellm import ChatRequest, Reply, ScriptedModelServer
 from benchmarks.client import SSE, OurClient, Pool, SSEParser, http_client, read_stream
+from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 

@@ -1,5 +1,5 @@
-"""The demo model end to end: a real uvicorn server whose lifespan starts the demo model,
-the real ChatOpenAI talking to it, real tools on real Postgres, SSE read with httpx-sse."""
+"""The demo model end to end: a real uvicorn server whose lifespan builds the demo model,
+the real graph calling it, real tools on real Postgres, SSE read with httpx-sse."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.db.erase import redact_arguments, redact_outcome
-from app.fakellm import Reply, Script, ScriptedModelServer
 from app.memory.store import namespace
+from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_all, fetch_one, load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 

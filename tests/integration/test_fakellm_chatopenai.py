@@ -19,7 +19,8 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import tool
 
-from app.fakellm import Fault, Latency, Reply, Router, Script, ScriptedModelServer, ToolCall, wire
+from app.demo import chat
+from tests.fakellm import Fault, Latency, Reply, Router, Script, ScriptedModelServer, ToolCall
 from tests.fakes import scenarios
 from tests.fakes.fixtures import chat_model, model_server, scripted_model_session
 
@@ -51,8 +52,8 @@ class TestStreamingText:
 
         usage = total.usage_metadata
         assert usage is not None
-        assert usage["input_tokens"] == wire.prompt_tokens(model_server.requests[0])
-        assert usage["output_tokens"] == wire.estimate_tokens("Hello there friend")
+        assert usage["input_tokens"] == chat.prompt_tokens(model_server.requests[0])
+        assert usage["output_tokens"] == chat.estimate_tokens("Hello there friend")
         assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
 
     def test_non_streaming_reply_carries_text_and_usage(

@@ -1,4 +1,4 @@
-"""`python -m app.fakellm` serves a policy that benchmarks can point the app at."""
+"""`python -m tests.fakellm` serves a policy that benchmarks can point the app at."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from app.fakellm.__main__ import engine_for, parse_args
+from tests.fakellm.__main__ import engine_for, parse_args
 from tests.fakes.fixtures import chat_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def free_port() -> int:
 
 def serve(*args: str) -> Iterator[str]:
     port = free_port()
-    command = [sys.executable, "-m", "app.fakellm", "--port", str(port), *args]
+    command = [sys.executable, "-m", "tests.fakellm", "--port", str(port), *args]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20

@@ -22,7 +22,6 @@ from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
-from app.fakellm import Reply, Script, ScriptedModelServer
 from app.notify.codes import CodePolicy, IdentityCodes, code_key
 from app.notify.outbox import MASK, Outbox
 from app.notify.senders import LogSender, Message, SmtpSender, WebhookSender
@@ -30,6 +29,7 @@ from app.tools.identity import CODE_SENT, NO_ATTEMPTS, NO_CODE, NO_ORDER_MATCH, 
 from app.tools.registry import build_tools
 from app.tools.scope import NOT_VERIFIED
 from tests import factories as f
+from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 

@@ -15,8 +15,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.demo.parsing import email_in, intent_of
-from app.fakellm import Reply, Script, ScriptedModelServer
 from app.help.repository import sync_help_articles
+from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.faults.procs import ServiceProcess
 from tests.integration.api_harness import LiveServer, live_server
 

@@ -11,9 +11,9 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
-from app.fakellm import ScriptedModelServer
 from app.help.articles import HelpArticle, shipped_articles
 from app.help.repository import sync_help_articles
+from tests.fakellm import ScriptedModelServer
 from tests.integration.api_harness import LiveServer, live_server
 
 HOSTILE = HelpArticle(

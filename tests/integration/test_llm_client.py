@@ -40,9 +40,9 @@ from typing_extensions import TypedDict
 
 from app.agent.llm import ChatCompletionsAsDicts, build_chat_model, model_http_client
 from app.config import Settings
-from app.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer, ToolCall
 from app.jsonbytes import json_bytes
 from app.tools.registry import build_tools
+from tests.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer, ToolCall
 
 API_KEY = "sk-test-llm-client-key"
 ORDER_ID = "#W1234567"

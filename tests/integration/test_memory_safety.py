@@ -17,7 +17,6 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
-from app.fakellm import Reply, Script, ScriptedModelServer
 from app.memory.store import (
     PROMPT_HEADING,
     Preference,
@@ -28,6 +27,7 @@ from app.memory.store import (
     remember,
 )
 from app.tools.scope import NOT_VERIFIED
+from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 from tests.integration.test_guest_identity import emailed_code

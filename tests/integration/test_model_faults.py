@@ -27,8 +27,8 @@ from app.agent.llm import ModelCallTimeout, ModelReplyBroken
 from app.agent.summary import SUMMARY_SYSTEM
 from app.config import Settings
 from app.db.checkpointer import run_batching
-from app.fakellm import ChatRequest, Policy, Reply, Script, ScriptedModelServer, StreamFault
 from app.identity import AgentContext
+from tests.fakellm import ChatRequest, Policy, Reply, Script, ScriptedModelServer, StreamFault
 from tests.integration.agent_harness import Conversation, load_small_shop, make_graph
 from tests.integration.api_harness import LiveServer
 

@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.api.ratelimit import client_ip, ip_key, trusted_networks
 from app.config import Settings
-from app.fakellm import ChatRequest, Reply, ScriptedModelServer
+from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
 from tests.integration.api_harness import LiveServer, live_server
 
 ALICE, BOB = "alice_rate_1", "bob_rate_2"

@@ -13,7 +13,7 @@ from httpx_sse import aconnect_sse
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
-from app.fakellm import Latency, Reply, Script, ScriptedModelServer
+from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 

@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.agent.summary import SUMMARY_SYSTEM, cut_point, key_facts, with_facts
 from app.config import Settings
-from app.fakellm import ChatRequest, Reply, ScriptedModelServer
+from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 

@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.agent.nodes import FORMAT_GIVE_UP
 from app.config import Settings
-from app.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer
+from tests.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import Conversation, fetch_one, load_small_shop, make_graph
 from tests.integration.api_harness import LiveServer, live_server
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from app.agent.prompts import BUDGET_NOTE, system_prompt
 from app.demo import policy as demo_policy
+from app.demo.chat import ChatRequest, Reply
 from app.demo.policy import DemoPolicy
 from app.demo.texts import CONFIRM_MARK
-from app.fakellm.types import ChatRequest, Reply
 from app.identity import AgentContext, Role
 from app.tools.identity import CODE_SENT as CODE_SENT_TEMPLATE
 
@@ -106,16 +106,11 @@ class Chat:
         )
         if self.forced:
             system += "\n" + BUDGET_NOTE
-        body: dict[str, Any] = {
-            "model": "gpt-4o-mini",
-            "stream": True,
-            "messages": [{"role": "system", "content": system}, *self.messages],
-        }
-        if self.tools:
-            body["tools"] = [
-                {"type": "function", "function": {"name": n, "parameters": {}}} for n in self.tools
-            ]
-        return ChatRequest.from_body(body)
+        tools = [
+            {"type": "function", "function": {"name": n, "parameters": {}}} for n in self.tools
+        ]
+        messages = [{"role": "system", "content": system}, *self.messages]
+        return ChatRequest(messages=messages, tools=tools, model="gpt-4o-mini")
 
     def ask(self, text: str) -> Reply:
         self.messages.append({"role": "user", "content": text})
@@ -598,8 +593,8 @@ class TestRobustness:
             [{"role": "assistant", "tool_calls": "nope"}, {"role": "tool"}],
             [{"role": "user", "content": 42}],
         ):
-            reply = policy(ChatRequest.from_body({"messages": messages, "tools": []}))
-            assert reply.text and reply.fault is None
+            reply = policy(ChatRequest(messages=messages))
+            assert reply.text and not reply.tool_calls
 
     @settings(max_examples=200, deadline=None)
     @given(
@@ -646,7 +641,6 @@ class TestRobustness:
                 message["tool_call_id"] = f"c{i - 1}"
             chat.messages.append(message)
         reply = chat.policy(chat.request())
-        assert reply.fault is None
         assert reply.text or reply.tool_calls
         for call in reply.tool_calls:
             assert call.name in TOOLS
@@ -661,7 +655,7 @@ class TestNoLeaks:
 
         monkeypatch.setattr(demo_policy, "_decide", broken)
         reply = Chat().ask("你好")
-        assert reply.fault is None and not reply.tool_calls
+        assert not reply.tool_calls
         assert reply.text.startswith("抱歉") and "hunter2" not in reply.text
 
 

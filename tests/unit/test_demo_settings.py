@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.demo.server import demo_server
+from app.demo.model import demo_chat_model
 
 STRONG_SECRET = "s" * 40
 ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LLM_PROVIDER", "APP_ENV", "ALLOW_DEMO_MODEL_IN_PROD")
@@ -60,11 +60,9 @@ class TestProduction:
         assert not settings.uses_demo_model
 
 
-class TestDemoServer:
-    def test_keeps_no_requests_and_paces_at_the_configured_speed(self) -> None:
-        server = demo_server(make(demo_model_tokens_per_s=25))
-        assert server.engine.record is False
-        assert server.engine.latency.tokens_per_s == 25
+class TestDemoModel:
+    def test_paces_at_the_configured_speed(self) -> None:
+        assert demo_chat_model(make(demo_model_tokens_per_s=25)).tokens_per_s == 25
 
     def test_zero_tokens_per_second_means_no_pacing(self) -> None:
-        assert demo_server(make(demo_model_tokens_per_s=0)).engine.latency.per_token_s == 0
+        assert demo_chat_model(make(demo_model_tokens_per_s=0)).tokens_per_s is None

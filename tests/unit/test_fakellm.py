@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.fakellm import (
+from app.demo import chat
+from tests.fakellm import (
     ChatRequest,
     OrderLookupPolicy,
     Reply,
@@ -20,8 +21,8 @@ from app.fakellm import (
     ToolCall,
     wire,
 )
-from app.fakellm.__main__ import load_policy
-from app.fakellm.policies import answer_order_status
+from tests.fakellm.__main__ import load_policy
+from tests.fakellm.policies import answer_order_status
 from tests.fakes import scenarios
 
 
@@ -54,10 +55,10 @@ def tool(call_id: str, content: str) -> dict[str, Any]:
 class TestSplitting:
     @given(st.text())
     def test_words_join_back_to_the_text(self, text: str) -> None:
-        assert "".join(wire.split_words(text)) == text
+        assert "".join(chat.split_words(text)) == text
 
     def test_text_is_split_word_by_word_with_leading_spaces(self) -> None:
-        assert wire.split_words("Your order is pending.") == ["Your", " order", " is", " pending."]
+        assert chat.split_words("Your order is pending.") == ["Your", " order", " is", " pending."]
 
     @given(st.text(min_size=1))
     def test_fixed_pieces_join_back(self, text: str) -> None:
@@ -178,13 +179,13 @@ class TestTokenEstimate:
         with_tools = ChatRequest.from_body(
             {**short.body, "tools": [{"type": "function", "function": {"name": "t" * 40}}]}
         )
-        assert wire.prompt_tokens(short) < wire.prompt_tokens(longer)
-        assert wire.prompt_tokens(short) < wire.prompt_tokens(with_tools)
-        assert wire.prompt_tokens(longer) >= 100  # ~4 characters per token
+        assert chat.prompt_tokens(short) < chat.prompt_tokens(longer)
+        assert chat.prompt_tokens(short) < chat.prompt_tokens(with_tools)
+        assert chat.prompt_tokens(longer) >= 100  # ~4 characters per token
 
     def test_estimate_is_deterministic(self) -> None:
         req = request(user("where is my order #W1234567"))
-        assert wire.prompt_tokens(req) == wire.prompt_tokens(req)
+        assert chat.prompt_tokens(req) == chat.prompt_tokens(req)
 
 
 class TestChatRequest:
@@ -309,11 +310,13 @@ class TestOrderLookupPolicy:
 
 class TestLoadPolicy:
     def test_loads_a_class_a_factory_or_a_policy(self) -> None:
-        assert isinstance(load_policy("app.fakellm.policies:OrderLookupPolicy"), OrderLookupPolicy)
+        assert isinstance(
+            load_policy("tests.fakellm.policies:OrderLookupPolicy"), OrderLookupPolicy
+        )
         assert isinstance(load_policy("tests.fakes.scenarios:customers"), Router)
-        policy = load_policy("app.fakellm.policies:answer_order_status")
+        policy = load_policy("tests.fakellm.policies:answer_order_status")
         assert policy is answer_order_status
 
     def test_refuses_a_spec_without_attribute(self) -> None:
         with pytest.raises(SystemExit):
-            load_policy("app.fakellm.policies")
+            load_policy("tests.fakellm.policies")

@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"domain"}),  # business rules: see also ISOLATED
     # leaf services on their own tables (or none): help centre, preferences, codes and the
     # outbox, the offline demo model
-    frozenset({"help", "memory", "notify", "demo", "fakellm"}),
+    frozenset({"help", "memory", "notify", "demo"}),
     frozenset({"db"}),  # pool, checkpointer, repositories, the write executor, erase
     frozenset({"tools"}),
     frozenset({"agent"}),

@@ -1,4 +1,9 @@
-"""What a policy sees (`ChatRequest`) and what it answers (`Reply`)."""
+"""What a policy sees (`ChatRequest`) and what it answers (`Reply`).
+
+Both extend the demo model's own types (app/demo/chat.py), so a scripted test and the demo
+policy read a conversation the same way: here a request also keeps its HTTP body and
+headers, and a reply can be paced or broken on purpose.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-JSONDict = dict[str, Any]
+from app.demo import chat
+from app.demo.chat import JSONDict, ToolCall, content_text
+
+__all__ = [
+    "ChatRequest",
+    "Fault",
+    "JSONDict",
+    "Latency",
+    "Policy",
+    "Reply",
+    "StreamFault",
+    "ToolCall",
+    "ToolResult",
+    "content_text",
+]
 
 
 @dataclass(frozen=True)
-class ChatRequest:
+class ChatRequest(chat.ChatRequest):
     """One parsed POST /v1/chat/completions body, as the model would have seen it."""
 
-    messages: list[JSONDict]
-    tools: list[JSONDict]
-    model: str
-    stream: bool
-    include_usage: bool
-    body: JSONDict
+    stream: bool = False
+    include_usage: bool = False
+    body: JSONDict = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -41,17 +57,6 @@ class ChatRequest:
             headers=dict(headers or {}),
         )
 
-    @property
-    def system_prompt(self) -> str | None:
-        for message in self.messages:
-            if message.get("role") in ("system", "developer"):
-                return content_text(message)
-        return None
-
-    @property
-    def tool_names(self) -> list[str]:
-        return [str(t.get("function", {}).get("name", "")) for t in self.tools]
-
     def user_texts(self) -> list[str]:
         return [content_text(m) for m in self.messages if m.get("role") == "user"]
 
@@ -62,9 +67,6 @@ class ChatRequest:
     def last_user_text(self) -> str:
         texts = self.user_texts()
         return texts[-1] if texts else ""
-
-    def last_message(self) -> JSONDict:
-        return self.messages[-1] if self.messages else {}
 
     def pending_tool_results(self) -> list[ToolResult]:
         """Tool messages that answer the assistant's latest tool calls (empty if none)."""
@@ -107,30 +109,6 @@ class ToolResult:
             return json.loads(self.content)
         except ValueError:
             return None
-
-
-def content_text(message: Mapping[str, Any]) -> str:
-    """Message content as plain text (content may be a string or a list of parts)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One function call. A `str` for `arguments` is sent verbatim (e.g. malformed JSON)."""
-
-    name: str
-    arguments: Mapping[str, Any] | str = field(default_factory=dict)
-    id: str | None = None
-
-    def arguments_json(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(dict(self.arguments))
 
 
 @dataclass(frozen=True)
@@ -225,11 +203,9 @@ class Latency:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """What the model answers to one request."""
+class Reply(chat.Reply):
+    """What the model answers to one request, and how the answer goes out."""
 
-    text: str = ""
-    tool_calls: tuple[ToolCall, ...] = ()
     fault: Fault | None = None
     # Seconds before any response byte (headers included): simulates a hung upstream.
     delay_s: float = 0.0
@@ -238,18 +214,6 @@ class Reply:
     drop_after_chunks: int | None = None
     stream_fault: StreamFault | None = None
     finish_reason: str | None = None  # None: "tool_calls" if any, else "stop"
-
-    @classmethod
-    def say(cls, text: str, **options: Any) -> Reply:
-        return cls(text=text, **options)
-
-    @classmethod
-    def call(cls, name: str, /, **arguments: Any) -> Reply:
-        return cls(tool_calls=(ToolCall(name, arguments),))
-
-    @classmethod
-    def calls(cls, *calls: ToolCall, text: str = "") -> Reply:
-        return cls(text=text, tool_calls=calls)
 
     @classmethod
     def fail(cls, status: int = 500, **options: Any) -> Reply:
@@ -270,7 +234,7 @@ class Reply:
     def resolved_finish_reason(self) -> str:
         if self.finish_reason is not None:
             return self.finish_reason
-        return "tool_calls" if self.tool_calls else "stop"
+        return super().resolved_finish_reason
 
 
 class Policy(Protocol):

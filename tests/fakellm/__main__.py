@@ -1,4 +1,4 @@
-"""`python -m app.fakellm --port 8100 [--ttft-ms N --tps N] [--policy module:attr]`."""
+"""`python -m tests.fakellm --port 8100 [--ttft-ms N --tps N] [--policy module:attr]`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import cast
 
 import uvicorn
 
-from app.fakellm.engine import ModelEngine
-from app.fakellm.types import Latency, Policy
+from tests.fakellm.engine import ModelEngine
+from tests.fakellm.types import Latency, Policy
 
-DEFAULT_POLICY = "app.fakellm.policies:OrderLookupPolicy"
+DEFAULT_POLICY = "tests.fakellm.policies:OrderLookupPolicy"
 
 
 def load_policy(spec: str) -> Policy:
@@ -37,7 +37,7 @@ def _takes_no_arguments(target: object) -> bool:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m app.fakellm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tests.fakellm", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8100)
     parser.add_argument("--ttft-ms", type=float, default=0.0, help="time to first token")

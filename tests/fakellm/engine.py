@@ -15,8 +15,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from app.fakellm import wire
-from app.fakellm.types import ChatRequest, Fault, Latency, Policy, Reply, StreamFault
+from tests.fakellm import wire
+from tests.fakellm.types import ChatRequest, Fault, Latency, Policy, Reply, StreamFault
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ModelEngine:
         record: bool = True,
     ) -> None:
         self.policy = policy
-        # False for a long-running server (the demo model): requests are not kept in memory.
+        # False for a long-running server (a benchmark's model): requests are not kept in memory.
         self.record = record
         self._initial_latency = self.latency = latency or Latency()
         self.api_key = api_key  # None: any key is accepted

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from app.fakellm.types import ChatRequest, Policy, Reply
+from tests.fakellm.types import ChatRequest, Policy, Reply
 
 Step = Reply | Callable[[ChatRequest], Reply]
 

@@ -3,46 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
-import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from app.fakellm.types import ChatRequest, JSONDict, Reply, StreamFault, ToolCall
+from app.demo.chat import completion_tokens, prompt_tokens, split_words
+from tests.fakellm.types import ChatRequest, JSONDict, Reply, StreamFault, ToolCall
 
-CHARS_PER_TOKEN = 4
-TOKENS_PER_MESSAGE = 4  # role and separators, roughly what OpenAI adds per message
 ARGUMENT_PIECE_CHARS = 6
 SYSTEM_FINGERPRINT = "fp_fakellm"
-
-# CJK text has no spaces: each ideograph (or full-width mark) is its own piece.
-_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
-_WORD = re.compile(rf"\s*(?:[{_CJK}]|[^\s{_CJK}]+)")
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def prompt_tokens(request: ChatRequest) -> int:
-    """Deterministic input size: ~4 characters per token of messages and tool schemas."""
-    total = 0
-    for message in request.messages:
-        total += TOKENS_PER_MESSAGE + estimate_tokens(json.dumps(message.get("content") or ""))
-        for call in message.get("tool_calls") or []:
-            total += estimate_tokens(json.dumps(call.get("function", {})))
-    if request.tools:
-        total += estimate_tokens(json.dumps(request.tools))
-    return total
-
-
-def completion_tokens(reply: Reply) -> int:
-    total = estimate_tokens(reply.text)
-    for call in reply.tool_calls:
-        total += estimate_tokens(call.name) + estimate_tokens(call.arguments_json())
-    return max(total, 1)
 
 
 @dataclass(frozen=True)
@@ -60,15 +30,6 @@ class Usage:
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
         }
-
-
-def split_words(text: str) -> list[str]:
-    """Word-sized pieces that join back to exactly `text` (leading spaces stay attached)."""
-    pieces = _WORD.findall(text)
-    rest = text[sum(map(len, pieces)) :]
-    if rest:
-        pieces.append(rest)
-    return pieces
 
 
 def split_fixed(text: str, size: int = ARGUMENT_PIECE_CHARS) -> list[str]:

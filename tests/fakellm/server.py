@@ -11,8 +11,8 @@ from types import TracebackType
 
 import uvicorn
 
-from app.fakellm.engine import DEFAULT_MODELS, ModelEngine
-from app.fakellm.types import ChatRequest, Latency, Policy
+from tests.fakellm.engine import DEFAULT_MODELS, ModelEngine
+from tests.fakellm.types import ChatRequest, Latency, Policy
 
 STARTUP_TIMEOUT_S = 10.0
 

@@ -1,7 +1,7 @@
 """Policies that read the conversation instead of following a script.
 
 `OrderLookupPolicy` is stateless, so any number of concurrent conversations can share it;
-it is the default of `python -m app.fakellm`.
+it is the default of `python -m tests.fakellm`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.fakellm.types import ChatRequest, Reply, ToolResult
+from tests.fakellm.types import ChatRequest, Reply, ToolResult
 
 ORDER_ID = re.compile(r"#?\b(W\d{7})\b")
 GREETING = "Hello! I can help with your orders. What is your order number?"
