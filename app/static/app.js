@@ -14,6 +14,7 @@ const THREAD_KEY = "cs-agent.thread";
 const BUSY = "Another reply is in progress. Please wait for it to finish, then try again.";
 const DROPPED = "The connection was lost before the reply finished.";
 const FAILED = "Something went wrong while answering. The conversation is safe; please retry.";
+const RECONNECTING = "Connection lost. Reconnecting…";
 
 const $ = (id) => document.getElementById(id);
 
@@ -21,7 +22,8 @@ class ChatApp {
   constructor() {
     this.api = new Api({ onUnauthorized: () => this.signOut("Your session has ended. Please sign in again.") });
     this.threadId = null;
-    this.running = null; // {controller} while a reply streams
+    // While a reply streams (or a rewind runs): {controller, streaming, cursor, stopping}.
+    this.running = null;
     this.els = {
       app: $("app"),
       signin: $("signin"),
@@ -30,6 +32,8 @@ class ChatApp {
       title: $("thread-title"),
       input: $("composer-input"),
       send: $("send"),
+      stop: $("stop"),
+      reconnecting: $("reconnecting"),
       composer: $("composer"),
       identity: $("identity"),
       sidebar: $("sidebar"),
@@ -77,12 +81,15 @@ class ChatApp {
       }
     });
     input.addEventListener("input", () => this.autosize());
+    this.els.stop.addEventListener("click", () => this.stop());
     $("new-thread").addEventListener("click", () => this.newThread());
     $("sign-out").addEventListener("click", () => this.signOut());
     toggleSidebar.addEventListener("click", () => this.showSidebar(!document.body.classList.contains("sidebar-open")));
     backdrop.addEventListener("click", () => this.showSidebar(false));
     document.addEventListener("keydown", (event) => {
-      if (event.key === "Escape" && document.body.classList.contains("sidebar-open")) this.showSidebar(false);
+      if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+      if (document.body.classList.contains("sidebar-open")) this.showSidebar(false);
+      else if (!event.target.closest?.(".edit-form, .inline-confirm, .debug")) this.stop();
     });
     // An embedding site may hand over a (new) token later by changing the fragment.
     window.addEventListener("hashchange", () => {
@@ -316,10 +323,11 @@ class ChatApp {
     const threadId = this.threadId;
     const clientMessageId = newId();
     const bubble = this.view.addUser(text);
-    await this.runStream(run, (signal) => this.api.sendMessage(threadId, text, clientMessageId, { signal }), {
-      draft: text,
-      bubble,
-    });
+    await this.runStream(
+      run,
+      (signal, cursor) => this.api.sendMessage(threadId, text, clientMessageId, { signal, cursor }),
+      { draft: text, bubble },
+    );
   }
 
   decide(decision) {
@@ -329,7 +337,7 @@ class ChatApp {
     }
     const threadId = this.threadId;
     const run = this.beginRun();
-    this.runStream(run, (signal) => this.api.resume(threadId, decision, { signal }), {});
+    this.runStream(run, (signal, cursor) => this.api.resume(threadId, decision, { signal, cursor }), {});
   }
 
   restoreDraft(text) {
@@ -341,7 +349,7 @@ class ChatApp {
 
   /** From now until finishRun, the page is busy with one reply (or rewind). */
   beginRun() {
-    const run = { controller: new AbortController() };
+    const run = { controller: new AbortController(), streaming: false, cursor: null, stopping: false, cancelSent: false };
     this.running = run;
     this.view.setBusy(true);
     this.els.send.disabled = true;
@@ -352,7 +360,56 @@ class ChatApp {
     if (this.running !== run) return;
     this.running = null;
     this.view.setBusy(false);
+    this.setReconnecting(false);
+    this.showStop(null);
     this.els.send.disabled = this.els.input.disabled;
+  }
+
+  /** While a reply streams, Stop takes the place of Send. */
+  showStop(run) {
+    const { send, stop } = this.els;
+    const shown = Boolean(run?.streaming);
+    const hadFocus = document.activeElement === stop;
+    stop.hidden = !shown;
+    send.hidden = shown;
+    stop.disabled = Boolean(run?.stopping);
+    stop.textContent = run?.stopping ? "Stopping…" : "Stop";
+    if (hadFocus && !shown) this.els.input.focus({ preventScroll: true });
+  }
+
+  setReconnecting(on) {
+    this.setStatus(on ? RECONNECTING : "");
+  }
+
+  /** The line under the conversation about the reply's connection ("" hides it). */
+  setStatus(text) {
+    const el = this.els.reconnecting;
+    if (el.textContent !== text) el.textContent = text;
+  }
+
+  /** Stop the reply on the server: it ends with `done` "cancelled", the answer so far kept. */
+  stop() {
+    const run = this.running;
+    if (!run?.streaming || run.stopping) return;
+    run.stopping = true;
+    this.showStop(run);
+    if (run.cursor.location) this.cancel(run);
+    // Otherwise the run is not named yet: cancelled as soon as it is (runStream).
+  }
+
+  async cancel(run) {
+    run.cancelSent = true;
+    try {
+      await this.api.cancelRun(run.cursor.location);
+    } catch (error) {
+      if (this.running !== run || error.status === 401) return;
+      if (error.status === 409) return; // it has just finished: its `done` is on the way
+      run.stopping = false;
+      run.cancelSent = false;
+      this.showStop(run);
+      // On the status line, not in the conversation, where the answer is still streaming.
+      this.setStatus(`The reply could not be stopped. ${userMessage(error)}`);
+    }
   }
 
   /** Stop following the current reply (it goes on on the server, and shows on reload). */
@@ -363,31 +420,48 @@ class ChatApp {
     this.finishRun(run);
   }
 
-  /** Stream one reply into the view; then show the thread as the server has it. */
-  async runStream(run, open, { draft = null, bubble = null }) {
+  /**
+   * Stream one reply into the view; then show the thread as the server has it. `open(signal,
+   * cursor)` gives the run's events as Api.follow does (reconnecting by itself); `mark` is the
+   * element the run's output follows (for Retry to show it again from the start).
+   */
+  async runStream(run, open, { draft = null, bubble = null, mark = this.view.mark() }) {
     let done = null;
     let failure = null;
+    run.cursor ??= { location: null, lastId: 0 };
+    run.streaming = true;
+    this.showStop(run);
+    const retry = () => this.retry(draft, { cursor: run.cursor, mark });
     try {
-      for await (const { type, data } of open(run.controller.signal)) {
+      for await (const { type, data } of open(run.controller.signal, run.cursor)) {
         if (this.running !== run) return;
+        if (type === "reconnecting") {
+          this.setReconnecting(true);
+          continue;
+        }
+        this.setReconnecting(false);
+        if (run.stopping && run.cursor.location && !run.cancelSent) this.cancel(run);
         if (type === "token") this.view.token(data?.text || "");
         else if (type === "tool_call") this.view.toolCall(data);
         else if (type === "tool_result") this.view.toolResult(data);
         else if (type === "interrupt") this.view.interrupt(data);
         else if (type === "citations") this.view.citations(data?.citations);
         else if (type === "error") failure = data?.message || FAILED;
-        else if (type === "done") done = data;
+        else if (type === "done") {
+          done = data;
+          this.view.endBubble(); // the answer as streamed, until the thread is loaded again
+        }
       }
     } catch (error) {
       if (error?.name === "AbortError" || this.running !== run) return;
       this.finishRun(run);
-      this.showRequestError(error, draft, bubble);
+      this.showRequestError(error, draft, bubble, retry);
       return;
     }
     if (this.running !== run) return;
     if (!done) {
       this.finishRun(run);
-      this.view.notice(DROPPED, { retry: () => this.retry(draft) });
+      this.view.notice(DROPPED, { retry });
       return;
     }
     await this.reload();
@@ -401,9 +475,9 @@ class ChatApp {
     else if (!this.codePrompt.focus()) this.els.input.focus({ preventScroll: true });
   }
 
-  showRequestError(error, draft, bubble) {
+  showRequestError(error, draft, bubble, retry = () => this.retry(draft)) {
     if (!(error instanceof ApiError)) {
-      this.view.notice(DROPPED, { retry: () => this.retry(draft) });
+      this.view.notice(DROPPED, { retry });
       return;
     }
     if (error.status === 401) return;
@@ -413,7 +487,7 @@ class ChatApp {
       if (draft) this.restoreDraft(draft);
       this.view.notice(BUSY, { kind: "info", retry: () => this.reload() });
     } else if (error.status === 0) {
-      this.view.notice(userMessage(error), { retry: () => this.retry(draft) });
+      this.view.notice(userMessage(error), { retry });
     } else if (error.code === "nothing_pending") {
       this.reload().then(() => this.view.notice("There is no change waiting for confirmation any more.", { kind: "info" }));
     } else {
@@ -428,8 +502,51 @@ class ChatApp {
     else this.view.notice(userMessage(error), opts);
   }
 
-  /** After a dropped connection: show what the server has; offer the unsent text again. */
-  async retry(draft) {
+  /**
+   * After a dropped connection: if the thread's latest run is still going, follow it again
+   * (from the last event seen when it is the run this page followed, else from its start,
+   * in place of what it had shown); if not, show what the server has and offer the unsent
+   * text again. `previous`: {cursor, mark} of the run that was being followed.
+   */
+  async retry(draft, previous = null) {
+    const threadId = this.threadId;
+    if (threadId && !this.running) {
+      const run = this.beginRun();
+      let latest = null;
+      try {
+        latest = await this.api.latestRun(threadId);
+      } catch (error) {
+        this.finishRun(run);
+        if (this.threadId === threadId) this.noticeFor(error, { retry: () => this.retry(draft, previous) });
+        return;
+      }
+      if (this.running !== run) return;
+      if (latest?.status === "running") {
+        const location = Api.runLocation(threadId, latest.run_id);
+        const known = previous?.cursor?.location?.endsWith(`/runs/${latest.run_id}`);
+        const mark = previous?.mark ?? null;
+        if (known) {
+          run.cursor = { location: previous.cursor.location, lastId: previous.cursor.lastId };
+          this.view.reopenBubble();
+        } else {
+          run.cursor = { location, lastId: 0 };
+          if (!this.view.truncateAfter(mark)) {
+            // Nothing on screen to replace: the thread as stored, then the run from its start.
+            await this.reload();
+            if (this.running !== run) return;
+          }
+        }
+        await this.runStream(run, (signal, cursor) => this.api.followRun({ signal, cursor }), {
+          draft,
+          mark: mark?.isConnected ? mark : this.view.mark(),
+        });
+        return;
+      }
+      this.finishRun(run);
+    } else if (this.running) {
+      this.view.notice(BUSY, { kind: "info" });
+      return;
+    }
     const state = await this.reload();
     if (!state || !draft) return;
     const users = state.messages.filter((m) => m.role === "user");

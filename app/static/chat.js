@@ -18,6 +18,7 @@ export class ChatView {
     this.handlers = handlers;
     this.tools = new Map(); // tool call id -> its activity element
     this.bubble = null; // the assistant message receiving tokens
+    this.lastBubble = null; // the one before, which a resumed run may continue
     this.busy = false;
   }
 
@@ -26,7 +27,9 @@ export class ChatView {
   reset() {
     clear(this.log);
     this.tools.clear();
+    if (this.bubble) clearTimeout(this.bubble.timer);
     this.bubble = null;
+    this.lastBubble = null;
   }
 
   showEmpty() {
@@ -223,7 +226,32 @@ export class ChatView {
     if (!this.bubble) return;
     this.paint(this.bubble);
     delete this.bubble.article.dataset.streaming;
+    this.lastBubble = this.bubble;
     this.bubble = null;
+  }
+
+  /** Where the run about to stream starts: its events go after this element. */
+  mark() {
+    return this.log.lastElementChild;
+  }
+
+  /** Take a run's events off the screen (to show them again from its first one). */
+  truncateAfter(mark) {
+    if (!mark?.isConnected || mark.parentElement !== this.log) return false;
+    if (this.bubble) clearTimeout(this.bubble.timer);
+    this.bubble = null;
+    this.lastBubble = null;
+    while (mark.nextElementSibling) mark.nextElementSibling.remove();
+    for (const [id, line] of this.tools) if (!line.isConnected) this.tools.delete(id);
+    return true;
+  }
+
+  /** Tokens continue the answer last streamed, if it is still the end of the conversation. */
+  reopenBubble() {
+    const last = this.lastBubble;
+    if (this.bubble || !last?.article.isConnected || last.article !== this.log.lastElementChild) return;
+    last.article.dataset.streaming = "true";
+    this.bubble = last;
   }
 
   toolCall({ id, name, args }) {

@@ -116,17 +116,22 @@ export class SSEParser {
 
 /**
  * Yields the events of a fetch Response body as {type, data, id} in order. Returns when the
- * body ends; a network error while reading propagates (a TypeError, or an AbortError).
+ * body ends; a network error while reading propagates (a TypeError, or an AbortError), and so
+ * does `signal` firing (its reason), which also closes the connection.
  */
-export async function* readEvents(response, { onComment } = {}) {
+export async function* readEvents(response, { onComment, signal } = {}) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder("utf-8");
   const queue = [];
   const parser = new SSEParser((event) => queue.push(event), onComment);
   let finished = false;
+  const onAbort = () => reader.cancel(signal.reason).catch(() => {});
+  signal?.addEventListener("abort", onAbort, { once: true });
   try {
     for (;;) {
+      if (signal?.aborted) throw signal.reason;
       const { value, done } = await reader.read();
+      if (signal?.aborted) throw signal.reason;
       if (done) {
         finished = true;
         break;
@@ -138,6 +143,7 @@ export async function* readEvents(response, { onComment } = {}) {
     parser.end();
     while (queue.length) yield queue.shift();
   } finally {
+    signal?.removeEventListener("abort", onAbort);
     // The consumer stopped early (or reading failed): close the connection.
     if (!finished) reader.cancel().catch(() => {});
   }
