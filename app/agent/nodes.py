@@ -48,6 +48,7 @@ from app.agent.routing import (
 from app.agent.state import AgentState, applied, changes_only, fresh_turn_fields
 from app.agent.trimming import model_window
 from app.config import Settings
+from app.fencing import stop_requested
 from app.identity import AgentContext, conversation_customer
 from app.memory.store import list_preferences, preferences_prompt
 
@@ -103,6 +104,8 @@ async def streamed(
     The whole call has `deadline_s`, and a reply the model did not finish raises: either
     way the node fails, so nothing it streamed is stored, and the run ends with an error.
     """
+    if stop_requested():  # cancelled: the turn ends here, at a step boundary
+        return cut_answer([])
     write = get_stream_writer()
     chunks: list[Any] = []
     async with model_call_deadline(deadline_s):
@@ -110,6 +113,8 @@ async def streamed(
             chunks.append(chunk)
             if text := text_of(chunk):
                 write({TOKEN_KEY: text, "message_id": chunk.id})
+            if stop_requested():  # cancelled mid-stream: closing the stream stops the model
+                return cut_answer(chunks)
     if not chunks:
         raise ModelReplyBroken("nothing came back")
     merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
@@ -127,6 +132,15 @@ class TextProtocol:
     @classmethod
     def for_tools(cls, tools: Sequence[BaseTool]) -> TextProtocol:
         return cls(render_tools_prompt(tools), [t.name for t in tools], tool_arg_names(tools))
+
+
+def cut_answer(chunks: list[Any]) -> AIMessage:
+    """The answer as far as it got when its run was cancelled, marked as cut. A tool call
+    the model had begun to write is dropped: half a call is no call."""
+    text = "".join(text_of(chunk) for chunk in chunks)
+    return AIMessage(
+        content=f"{text} …" if text else "", response_metadata={"finish_reason": "cancelled"}
+    )
 
 
 @dataclass
