@@ -9,6 +9,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
+from app.api import lg
 from app.api.middleware import BodyLimit, PageHeaders, RequestId
 from app.api.routes import auth, health, help, memory, messages, runs, threads
 from app.config import Settings
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     routers = (health, auth, threads, messages, runs, memory, help)
     for router in (r.router for r in routers):
         app.include_router(router)
+    app.include_router(lg.router)  # the LangGraph Platform API, under /lg
     if (STATIC_DIR / "index.html").exists():
         page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
         app.mount("/", page, name="static")

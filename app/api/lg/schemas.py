@@ -1,0 +1,104 @@
+"""Request bodies of the Platform API, as the official SDKs send them.
+
+Fields cs-agent cannot honour are declared so that they are refused by name (a typed
+422, see `refusals`), not dropped in silence; unknown fields are ignored, as a newer
+SDK may send more.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.schemas import Line
+
+StreamModeName = str
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CheckpointRef(_Body):
+    checkpoint_id: Line | None = Field(default=None, max_length=64)
+    checkpoint_ns: str | None = None
+    thread_id: str | None = None
+    checkpoint_map: dict[str, Any] | None = None
+
+
+class ThreadCreate(_Body):
+    thread_id: Line | None = Field(default=None, max_length=64)
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    supersteps: list[Any] | None = None
+    ttl: Any = None
+
+
+class ThreadSearch(_Body):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    ids: list[Line] | None = Field(default=None, max_length=1000)
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=100_000)
+    sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+    select: list[str] | None = None
+    extract: dict[str, Any] | None = None
+
+
+class HistoryQuery(_Body):
+    limit: int = Field(default=10, ge=1, le=200)
+    before: CheckpointRef | Line | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: CheckpointRef | None = None
+    select: list[str] | None = None
+
+
+class StateAtCheckpoint(_Body):
+    checkpoint: CheckpointRef
+    subgraphs: bool = False
+
+
+class AssistantSearch(_Body):
+    graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class CommandIn(_Body):
+    resume: Any = None
+    update: Any = None
+    goto: Any = None
+
+
+class RunCreate(_Body):
+    """POST /threads/{id}/runs[/stream|/wait]."""
+
+    assistant_id: str = Field(min_length=1, max_length=128)
+    input: Any = None
+    command: CommandIn | None = None
+    checkpoint: CheckpointRef | None = None
+    checkpoint_id: Line | None = Field(default=None, max_length=64)
+    stream_mode: StreamModeName | list[StreamModeName] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    multitask_strategy: str | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    webhook: str | None = None
+    after_seconds: float | None = None
+    durability: str | None = None
+    checkpoint_during: bool | None = None
+    feedback_keys: list[str] | None = None
+    strict_resume: bool | None = None
+    langsmith_tracer: Any = None

@@ -1,0 +1,239 @@
+"""Threads: create, read, search, delete; state and history in the `ThreadState` shape."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from langgraph.types import Interrupt, StateSnapshot
+
+from app.api.deps import Services, ServicesDep, ThreadRef
+from app.api.lg.deps import ExistingThread, LgThread, LgUser, limit_thread_creation
+from app.api.lg.errors import refuse
+from app.api.lg.queries import search_threads, thread_row
+from app.api.lg.schemas import HistoryQuery, StateAtCheckpoint, ThreadCreate, ThreadSearch
+from app.api.lg.views import (
+    THREAD_METADATA,
+    lc_message,
+    thread_state,
+    thread_status,
+    thread_view,
+    transcript,
+)
+from app.api.routes.common import require_json
+from app.api.schemas import Line
+from app.db.erase import forget_thread
+from app.errors import Conflict, NotFound, thread_not_found
+from app.identity import Principal
+from app.runs.threads import SESSION_ID_RE
+from app.runs.threads import thread_id as checkpointer_thread_id
+
+router = APIRouter(tags=["langgraph: threads"])
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+async def snapshot_of(
+    services: Services, thread_id: str, checkpoint_id: str | None = None
+) -> StateSnapshot:
+    snapshot = await services.inspector.graph.aget_state(_config(thread_id, checkpoint_id))  # type: ignore[arg-type]
+    if checkpoint_id and snapshot.created_at is None:
+        raise NotFound("checkpoint not found", code="checkpoint_not_found")
+    return snapshot
+
+
+async def values_of(services: Services, thread_id: str, snapshot: StateSnapshot) -> dict[str, Any]:
+    if snapshot.created_at is None:
+        return {}
+    messages = await transcript(services.inspector.archive, thread_id, snapshot.values or {})
+    return {"messages": messages}
+
+
+async def state_view(
+    services: Services, thread: ThreadRef, checkpoint_id: str | None = None
+) -> dict[str, Any]:
+    snapshot = await snapshot_of(services, thread.id, checkpoint_id)
+    values = await values_of(services, thread.id, snapshot)
+    return thread_state(thread.session_id, snapshot, values.get("messages", []))
+
+
+def _task_interrupts(snapshot: StateSnapshot) -> list[tuple[str, Interrupt]]:
+    return [(task.id, item) for task in snapshot.tasks for item in task.interrupts]
+
+
+async def thread_object(services: Services, user: Principal, row: dict[str, Any]) -> dict[str, Any]:
+    snapshot = await snapshot_of(services, row["thread_id"])
+    values = await values_of(services, row["thread_id"], snapshot)
+    status = thread_status(bool(row.get("busy")), row.get("last_run"), snapshot.interrupts)
+    return thread_view(row, status, values, _task_interrupts(snapshot))
+
+
+@router.post("/threads", dependencies=[Depends(require_json), Depends(limit_thread_creation)])
+async def create_thread(body: ThreadCreate, user: LgUser, services: ServicesDep) -> dict[str, Any]:
+    """A new session; its id is a UUID unless the client names one."""
+    if body.supersteps:
+        refuse(
+            "threads cannot be created with supersteps: state is written only by runs",
+            "supersteps_unsupported",
+        )
+    if body.ttl is not None:
+        refuse(
+            "thread TTLs are not supported; delete a thread with DELETE /threads/{id}",
+            "ttl_unsupported",
+        )
+    _check_metadata(body.metadata)
+    session_id = body.thread_id or str(uuid.uuid4())
+    if not SESSION_ID_RE.fullmatch(session_id):
+        refuse("thread_id must be 1-64 characters of A-Z a-z 0-9 _ -", "validation_error")
+    thread_id = checkpointer_thread_id(user.user_id, session_id)
+    if body.thread_id is not None and await services.repo.thread(thread_id) is not None:
+        if body.if_exists != "do_nothing":
+            raise Conflict("a thread with this id already exists", code="thread_exists")
+    else:
+        await services.repo.create_thread(thread_id, user.user_id, session_id)
+    row = await thread_row(services.pool, user.user_id, thread_id)
+    assert row is not None
+    return await thread_object(services, user, row)
+
+
+def _check_metadata(metadata: dict[str, Any] | None) -> None:
+    extra = {k: v for k, v in (metadata or {}).items() if THREAD_METADATA.get(k) != v}
+    if extra:
+        refuse(
+            "thread metadata is not stored; a thread's metadata is always "
+            "{graph_id, assistant_id} of the one assistant",
+            "metadata_unsupported",
+        )
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(thread: LgThread, user: LgUser, services: ServicesDep) -> dict[str, Any]:
+    row = await thread_row(services.pool, user.user_id, thread.id)
+    if row is None:
+        raise thread_not_found()
+    return await thread_object(services, user, row)
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(thread: LgThread, services: ServicesDep) -> Response:
+    await forget_thread(services.pool, thread.id, services.inspector.delete)
+    return Response(status_code=204)
+
+
+@router.post("/threads/search", dependencies=[Depends(require_json)])
+async def search(body: ThreadSearch, user: LgUser, services: ServicesDep) -> list[dict[str, Any]]:
+    """The caller's threads, newest activity first unless sorted otherwise."""
+    if body.values:
+        refuse("threads cannot be searched by their values", "values_filter_unsupported")
+    if body.extract:
+        refuse("extract is not supported", "extract_unsupported")
+    metadata = body.metadata or {}
+    if any(THREAD_METADATA.get(k) != v for k, v in metadata.items()):
+        return []  # no thread has other metadata
+    ids = [i for i in body.ids if SESSION_ID_RE.fullmatch(i)] if body.ids is not None else None
+    sort_by = (
+        body.sort_by if body.sort_by in ("thread_id", "created_at", "updated_at") else "updated_at"
+    )
+    rows = await search_threads(
+        services.pool,
+        user.user_id,
+        session_ids=ids,
+        status=body.status,
+        sort_by=sort_by,
+        descending=body.sort_order != "asc",
+        limit=body.limit,
+        offset=body.offset,
+    )
+    threads = [await thread_object(services, user, row) for row in rows]
+    if body.select:
+        keep = set(body.select)
+        threads = [{k: v for k, v in t.items() if k in keep} for t in threads]
+    return threads
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_state(thread: ExistingThread, services: ServicesDep) -> dict[str, Any]:
+    return await state_view(services, thread)
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(
+    thread: ExistingThread,
+    services: ServicesDep,
+    checkpoint_id: Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")],
+) -> dict[str, Any]:
+    return await state_view(services, thread, checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint", dependencies=[Depends(require_json)])
+async def post_state_at(
+    body: StateAtCheckpoint, thread: ExistingThread, services: ServicesDep
+) -> dict[str, Any]:
+    if body.checkpoint.checkpoint_ns:
+        raise NotFound("checkpoint not found", code="checkpoint_not_found")
+    return await state_view(services, thread, body.checkpoint.checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state", dependencies=[Depends(require_json)])
+async def update_state(thread: ExistingThread) -> None:
+    refuse(
+        "the state is written only by runs: send a message, resume a confirmation, or "
+        "fork from a checkpoint with a run's `checkpoint`",
+        "state_update_unsupported",
+    )
+
+
+async def _history(
+    services: Services, thread: ThreadRef, limit: int, before: str | None
+) -> list[dict[str, Any]]:
+    graph = services.inspector.graph
+    snapshots = [
+        snap
+        async for snap in graph.aget_state_history(
+            _config(thread.id),  # type: ignore[arg-type]
+            limit=limit,
+            before=_config(thread.id, before) if before else None,  # type: ignore[arg-type]
+        )
+    ]
+    # One read of the archive for the page: each checkpoint shows its own prefix of it.
+    archived = max((int((s.values or {}).get("archived_count") or 0) for s in snapshots), default=0)
+    archive = await services.inspector.archive.read(thread.id, archived) if archived else []
+    states = []
+    for snap in snapshots:
+        values = dict(snap.values or {})
+        upto = int(values.get("archived_count") or 0)
+        values["archived_count"] = 0
+        messages = await transcript(services.inspector.archive, thread.id, values)
+        messages = [lc_message(v) for v in archive[:upto]] + messages
+        states.append(thread_state(thread.session_id, snap, messages))
+    return states
+
+
+@router.post("/threads/{thread_id}/history", dependencies=[Depends(require_json)])
+async def post_history(
+    body: HistoryQuery, thread: ExistingThread, services: ServicesDep
+) -> list[dict[str, Any]]:
+    if body.metadata:
+        refuse("history cannot be filtered by metadata", "metadata_filter_unsupported")
+    before = (
+        body.before
+        if isinstance(body.before, str)
+        else (body.before.checkpoint_id if body.before else None)
+    )
+    return await _history(services, thread, body.limit, before)
+
+
+@router.get("/threads/{thread_id}/history")
+async def get_history(
+    thread: ExistingThread,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 10,
+    before: Annotated[Line | None, Query(max_length=64)] = None,
+) -> list[dict[str, Any]]:
+    return await _history(services, thread, limit, before)
