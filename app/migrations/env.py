@@ -7,12 +7,13 @@ import time
 from alembic import context
 from sqlalchemy import create_engine, text
 
-from app.db.migrate import LOCK_POLL_S, LOCK_POLLS
-
 # Any constant works; it only has to be the same for every replica.
 MIGRATION_LOCK_KEY = 727_001
 
 config = context.config
+# Set by app.db.migrate.alembic_config (env.py imports nothing of the app).
+LOCK_POLL_S: float = config.attributes["lock_poll_s"]
+LOCK_POLLS: int = config.attributes["lock_polls"]
 url = config.get_main_option("sqlalchemy.url")
 assert url, "sqlalchemy.url must be set by app.db.migrate"
 

@@ -22,7 +22,7 @@ def upgrade() -> None:
         ADD COLUMN owner text,
         ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false,
         ADD COLUMN tail_requested boolean NOT NULL DEFAULT false,
-        ADD COLUMN events jsonb;   -- [[seq, event, data], ...] without `done` (rebuilt from the row)
+        ADD COLUMN events jsonb; -- [[seq, event, data], ...] without `done` (rebuilt from the row)
     CREATE INDEX runs_requests ON runs (run_id) WHERE cancel_requested OR tail_requested;
     CREATE INDEX runs_logs_kept ON runs (finished_at) WHERE events IS NOT NULL;
     CREATE INDEX runs_thread_created ON runs (thread_id, created_at DESC);
