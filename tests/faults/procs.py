@@ -467,6 +467,90 @@ class PgBouncer:
         self.cleanup()
 
 
+class HAProxy:
+    """HAProxy (Debian's package) in front of service replicas on 127.0.0.1, on a free port,
+    with deploy/haproxy.cfg: everything above its servers marker as it is, then one `server`
+    line per port in `backends` (the compose file's DNS-found servers are left out)."""
+
+    BINARY = "/usr/sbin/haproxy"
+    CONFIG = REPO_ROOT / "deploy" / "haproxy.cfg"
+    SERVERS_MARKER = "# --- servers"
+
+    def __init__(
+        self, backends: list[int], *, port: int | None = None, config: Path | None = None
+    ) -> None:
+        binary = shutil.which("haproxy") or self.BINARY
+        if not os.path.exists(binary):
+            raise RuntimeError("haproxy is not installed: run `make scale-deps`")
+        self.binary = binary
+        self.port = port or free_port()
+        self.backends = list(backends)
+        self.root = Path(tempfile.mkdtemp(prefix="faults-haproxy-"))
+        self.log_path = self.root / "haproxy.log"
+        self.config_path = self.root / "haproxy.cfg"
+        template = (config or self.CONFIG).read_text()
+        head, marker, _ = template.partition(self.SERVERS_MARKER)
+        if not marker:
+            raise ValueError(f"no {self.SERVERS_MARKER!r} line in {config or self.CONFIG}")
+        servers = [f"    server s{i} 127.0.0.1:{p} check" for i, p in enumerate(self.backends)]
+        self.config_path.write_text(head.rstrip() + "\n" + "\n".join(servers) + "\n")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.name = f"haproxy :{self.port}"
+        _register(self)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and _alive(self._proc) else None
+
+    def start(self, timeout_s: float = 15.0) -> None:
+        if _alive(self._proc):
+            return
+        env = {"PATH": os.environ.get("PATH", ""), "LB_PORT": str(self.port)}
+        with self.log_path.open("ab") as out:
+            # -db: in the foreground, no daemon and no master: this pid is haproxy itself.
+            self._proc = subprocess.Popen(
+                [self.binary, "-db", "-f", str(self.config_path)],
+                env=env,
+                cwd=self.root,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout_s
+        while not _port_open(self.port):
+            if not _alive(self._proc):
+                raise RuntimeError(f"haproxy exited on start:\n{tail(self.log_path)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"haproxy not listening:\n{tail(self.log_path)}")
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        _stop_process(self._proc, signal.SIGTERM, timeout_s)  # hard stop: closes everything
+        self._proc = None
+
+    def log(self, lines: int = 120) -> str:
+        return tail(self.log_path, lines)
+
+    def cleanup(self) -> None:
+        self.stop()
+        _unregister(self)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.cleanup()
+
+
 class ServiceProcess:
     """`python -m app serve --no-seed --port P` as a child process, logging to a file.
 
