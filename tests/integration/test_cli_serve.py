@@ -40,7 +40,7 @@ class TestServeWorkers:
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             ready = None
             while time.monotonic() < deadline:
                 try:
