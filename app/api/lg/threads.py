@@ -71,7 +71,7 @@ async def thread_object(services: Services, user: Principal, row: dict[str, Any]
     snapshot = await snapshot_of(services, row["thread_id"])
     values = await values_of(services, row["thread_id"], snapshot)
     status = thread_status(bool(row.get("busy")), row.get("last_run"), snapshot.interrupts)
-    return thread_view(row, status, values, _task_interrupts(snapshot))
+    return thread_view(row, status, values or None, _task_interrupts(snapshot))
 
 
 @router.post("/threads", dependencies=[Depends(require_json), Depends(limit_thread_creation)])

@@ -19,6 +19,7 @@ order and with the same ids, on any replica.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,12 +75,30 @@ def _chunk(message_id: str, text: str) -> dict[str, Any]:
         "type": "AIMessageChunk",
         "name": None,
         "id": message_id,
-        "example": False,
         "tool_calls": [],
         "invalid_tool_calls": [],
         "usage_metadata": None,
         "tool_call_chunks": [],
+        "chunk_position": None,
     }
+
+
+def _calls_chunk(message: dict[str, Any]) -> dict[str, Any]:
+    """The tool calls of an answer as the last chunk of its stream (as a streaming model
+    sends them): clients merge it into the text already shown, by message id."""
+    chunk = _chunk(message["id"], "")
+    chunk["tool_calls"] = message["tool_calls"]
+    chunk["tool_call_chunks"] = [
+        {
+            "name": call["name"],
+            "args": json.dumps(call["args"]),
+            "id": call["id"],
+            "index": index,
+            "type": "tool_call_chunk",
+        }
+        for index, call in enumerate(message["tool_calls"])
+    ]
+    return chunk
 
 
 @dataclass
@@ -125,8 +144,8 @@ class Translator:
             out.append(("messages", [message, self._meta(self._tool_node())]))
             out.append(("custom", {"type": "tool_result", **event.model_dump(exclude={"event"})}))
         elif isinstance(event, Interrupted):
-            if self.ai is not None:
-                self._close_ai(out)
+            if self.ai is not None:  # the state it paused in is the last `values`
+                self._close_ai(out, values=False)
         elif isinstance(event, Citations):
             out.append(("custom", {"type": "citations", "citations": event.citations}))
         elif isinstance(event, RunFailed):
@@ -146,7 +165,7 @@ class Translator:
         out.append(("values", final.values))
         if final.interrupts:
             out.append(("updates", {"__interrupt__": final.interrupts}))
-            out.append(("values", {"__interrupt__": final.interrupts}))
+            out.append(("values", {**final.values, "__interrupt__": final.interrupts}))
 
     def _current_ai(self) -> dict[str, Any]:
         if self.ai is None:
@@ -161,7 +180,6 @@ class Translator:
                 "tool_calls": [],
                 "invalid_tool_calls": [],
                 "usage_metadata": None,
-                "example": False,
             }
         return self.ai
 
@@ -169,6 +187,8 @@ class Translator:
         assert self.ai is not None
         message, self.ai = self.ai, None
         self.messages.append(message)
+        if message["tool_calls"]:
+            out.append(("messages", [_calls_chunk(message), self._meta("agent")]))
         out.append(("updates", {"agent": {"messages": [message]}}))
         if values:
             out.append(("values", {"messages": list(self.messages)}))
@@ -223,7 +243,7 @@ def wanted(name: str, modes: frozenset[str]) -> bool:
 
 
 def interrupts_of(values: Iterable[Any]) -> list[dict[str, Any]]:
-    return [{"value": hitl_value(i.value), "id": i.id} for i in values]
+    return [{"value": hitl_value(i.value), "id": i.id, "response_schema": None} for i in values]
 
 
 def merged(events: list[PlatformEvent]) -> list[PlatformEvent]:
@@ -238,6 +258,8 @@ def merged(events: list[PlatformEvent]) -> list[PlatformEvent]:
                 prev[0].get("type") == "AIMessageChunk"
                 and data[0].get("type") == "AIMessageChunk"
                 and prev[0]["id"] == data[0]["id"]
+                and not prev[0]["tool_call_chunks"]
+                and not data[0]["tool_call_chunks"]
             ):
                 chunk = {**prev[0], "content": prev[0]["content"] + data[0]["content"]}
                 out[-1] = (seq, k, name, [chunk, data[1]])

@@ -67,8 +67,6 @@ def lc_message(view: dict[str, Any]) -> dict[str, Any]:
         ]
         out["invalid_tool_calls"] = []
         out["usage_metadata"] = None
-    if kind in ("ai", "human"):
-        out["example"] = False
     if kind == "tool":
         out["tool_call_id"] = view.get("tool_call_id") or ""
         out["status"] = "error" if view.get("status") == "error" else "success"
@@ -123,9 +121,10 @@ def checkpoint_ref(session_id: str, config: RunnableConfig | None) -> dict[str, 
     return {"thread_id": session_id, "checkpoint_ns": "", "checkpoint_id": str(checkpoint_id)}
 
 
-def _metadata(snapshot: StateSnapshot) -> dict[str, Any]:
+def _metadata(session_id: str, snapshot: StateSnapshot) -> dict[str, Any]:
     metadata = dict(snapshot.metadata or {})
-    return {k: metadata[k] for k in _METADATA_KEYS if k in metadata}
+    kept = {k: metadata[k] for k in _METADATA_KEYS if k in metadata}
+    return {**kept, **THREAD_METADATA, "thread_id": session_id}
 
 
 def thread_state(
@@ -152,7 +151,7 @@ def thread_state(
         "values": {"messages": messages} if snapshot.created_at is not None else {},
         "next": list(snapshot.next),
         "tasks": tasks,
-        "metadata": _metadata(snapshot),
+        "metadata": _metadata(session_id, snapshot),
         "created_at": snapshot.created_at,
         "checkpoint": checkpoint
         or {"thread_id": session_id, "checkpoint_ns": "", "checkpoint_id": None},
@@ -190,10 +189,10 @@ def thread_view(
         "updated_at": _iso(row["updated_at"]),
         "metadata": dict(THREAD_METADATA),
         "status": status,
+        "state_updated_at": _iso(row["updated_at"]),
         "config": {},
         "values": values,
         "interrupts": by_task,
-        "error": None,
     }
 
 
@@ -217,7 +216,7 @@ def run_view(row: dict[str, Any], session_id: str) -> dict[str, Any]:
         "created_at": _iso(created),
         "updated_at": _iso(finished or created),
         "status": RUN_STATUS.get(row["status"], "error"),
-        "metadata": {},
+        "metadata": {**THREAD_METADATA, "created_by": "system"},
         "multitask_strategy": "reject",
         "kwargs": {},
     }
