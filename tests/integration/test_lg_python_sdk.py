@@ -319,3 +319,65 @@ class TestDiscovery:
         assert (await noah.assistants.get("agent"))["assistant_id"] == assistant["assistant_id"]
         with pytest.raises(NotFoundError):
             await noah.assistants.get("00000000-0000-0000-0000-000000000000")
+
+
+class TestFailureAndRegenerate:
+    async def test_a_failed_run_ends_with_error_and_the_thread_says_so(
+        self, noah: LangGraphClient, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(lambda request: Reply.fail(500))
+        thread_id = (await noah.threads.create())["thread_id"]
+        events = await parts(
+            noah.runs.stream(
+                thread_id, "agent", input={"messages": [{"type": "human", "content": "hi"}]}
+            )
+        )
+        assert events[0][0] == "metadata"
+        assert events[-1][0] == "error"
+        assert events[-1][1]["error"] == "model_unavailable"
+        run_id = events[0][1]["run_id"]
+        assert (await noah.runs.get(thread_id, run_id))["status"] == "error"
+        assert (await noah.threads.get(thread_id))["status"] == "error"
+
+    async def test_regenerate_asks_the_last_question_again_from_before_it(
+        self, noah: LangGraphClient, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("First answer."), Reply.say("Second answer.")]))
+        thread_id = (await noah.threads.create())["thread_id"]
+        first = await noah.runs.wait(
+            thread_id, "agent", input={"messages": [{"type": "human", "content": "hello"}]}
+        )
+        answer_id = first["messages"][-1]["id"]
+        history = await noah.threads.get_history(thread_id, limit=50)
+        first_seen = [
+            s for s in history if answer_id in [m["id"] for m in s["values"].get("messages", [])]
+        ][-1]
+        # what Agent Chat UI sends for "regenerate": no input, the answer's parent checkpoint
+        again = await noah.runs.wait(thread_id, "agent", checkpoint=first_seen["parent_checkpoint"])
+        assert texts(again["messages"]) == [("human", "hello"), ("ai", "Second answer.")]
+
+
+class TestDisconnect:
+    async def test_on_disconnect_cancel_stops_the_run_when_the_client_leaves(
+        self, noah: LangGraphClient, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say(LONG)]), latency=Latency(tokens_per_s=20))
+        thread_id = (await noah.threads.create())["thread_id"]
+        stream = noah.runs.stream(
+            thread_id,
+            "agent",
+            input={"messages": [{"type": "human", "content": "talk"}]},
+            stream_mode="messages-tuple",
+            on_disconnect="cancel",
+        )
+        run_id = ""
+        async for part in stream:
+            run_id = run_id or part.data["run_id"]
+            if part.event == "messages":
+                break
+        await stream.aclose()  # type: ignore[attr-defined]
+        for _ in range(100):
+            if (await noah.runs.get(thread_id, run_id))["status"] != "running":
+                break
+            await asyncio.sleep(0.1)
+        assert (await noah.runs.get(thread_id, run_id))["status"] == "interrupted"
