@@ -1,4 +1,5 @@
-"""Command line: `python -m app serve | migrate | seed | data import|export|erase | token`."""
+"""Command line: `python -m app serve | migrate | seed | data import|export|erase | token |
+eval`."""
 
 from __future__ import annotations
 
@@ -158,6 +159,59 @@ def cmd_token(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_eval(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from app.eval.command import EvalConfig, evaluate
+    from app.eval.tasks import shipped_tasks_path
+
+    config = EvalConfig(
+        tasks=Path(args.tasks) if args.tasks else shipped_tasks_path(),
+        out=Path(args.out),
+        data=Path(args.data) if args.data else None,
+        trials=args.trials,
+        concurrency=args.concurrency,
+        guest=args.as_ == "guest",
+        max_turns=args.max_turns,
+        task_ids=[i.strip() for i in (args.task_ids or "").split(",") if i.strip()],
+    )
+    run = asyncio.run(evaluate(config, _settings_with_database()))
+    for k, value in run.pass_hat().items():
+        print(f"pass^{k} = {'n/a' if value is None else f'{value:.3f}'}")
+    print(f"wrote {config.out / 'report.md'} and {config.out / 'results.json'}")
+
+
+def cmd_eval_import(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from app.eval.command import import_tau_bench
+
+    out = Path(args.out or f"tau-bench-retail-{args.split}.json")
+    tasks = import_tau_bench(Path(args.checkout), args.split, out)
+    print(f"wrote {len(tasks)} tasks to {out}")
+
+
+def _eval_parser(sub: Any) -> None:
+    ev = sub.add_parser("eval", help="evaluate the live service with a simulated customer")
+    ev.add_argument("--tasks", help="task JSON (tau-bench's shape; default: the shipped set)")
+    ev.add_argument("--data", help="shop data folder in the tau-bench layout (default: seed)")
+    ev.add_argument("--trials", type=int, default=1, help="trials per task (K of pass^k)")
+    ev.add_argument("--concurrency", type=int, default=1, help="workers, each a database + service")
+    ev.add_argument("--out", default="eval-out", help="folder for report.md and results.json")
+    ev.add_argument("--as", dest="as_", choices=["customer", "guest"], default="customer")
+    ev.add_argument("--task-ids", help="comma-separated ids of the tasks to run")
+    ev.add_argument("--max-turns", type=int, default=30, help="customer turns before giving up")
+    ev.set_defaults(func=cmd_eval)
+    ev_sub = ev.add_subparsers(dest="eval_command")
+    imp = ev_sub.add_parser(
+        "import-tau-bench", help="convert a tau-bench checkout's retail tasks into task JSON"
+    )
+    imp.add_argument("checkout")
+    imp.add_argument("--split", choices=["test", "train", "dev", "all"], default="test")
+    imp.add_argument("--out", help="default: tau-bench-retail-SPLIT.json")
+    imp.set_defaults(func=cmd_eval_import)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cs-agent", description="cs-agent service commands")
     sub = p.add_subparsers(dest="command", required=True)
@@ -190,6 +244,7 @@ def parser() -> argparse.ArgumentParser:
     token.add_argument("--role", choices=["customer", "guest"], default="customer")
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
+    _eval_parser(sub)
     return p
 
 

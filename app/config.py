@@ -134,6 +134,24 @@ class Settings(BaseSettings):
     api_docs_enabled: bool | None = None
     cors_origins: Annotated[list[str], NoDecode] = []
 
+    # Evaluation (`cs-agent eval`, app/eval). The simulated customer is an OpenAI-compatible
+    # model; with neither a base URL nor a key set, a built-in scripted customer plays each
+    # task from its `customer_lines` (offline). The price table is USD per million tokens,
+    # [input, output] by model name, as JSON; a model not listed is reported without a cost.
+    user_sim_model: str = "gpt-4o"
+    user_sim_base_url: str | None = None
+    user_sim_api_key: SecretStr | None = None
+    model_prices: dict[str, tuple[float, float]] = {
+        "gpt-4o": (2.50, 10.00),
+        "gpt-4o-mini": (0.15, 0.60),
+        "gpt-4.1": (2.00, 8.00),
+        "gpt-4.1-mini": (0.40, 1.60),
+    }
+
+    @property
+    def uses_user_sim_model(self) -> bool:
+        return self.user_sim_base_url is not None or self.user_sim_api_key is not None
+
     @field_validator("cors_origins", mode="before")
     @classmethod
     def _origins_from_text(cls, value: object) -> object:
