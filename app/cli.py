@@ -149,6 +149,23 @@ def cmd_data_erase(args: argparse.Namespace) -> None:
     asyncio.run(_with_pool(settings, erase))
 
 
+def cmd_prune(args: argparse.Namespace) -> None:
+    from app.db.retention import Policy, sweep
+
+    settings = _settings_with_database()
+    policy = Policy.from_settings(settings)
+
+    async def prune(pool: AsyncConnectionPool[Any]) -> None:
+        swept = await sweep(pool, policy, dry_run=args.dry_run)
+        if swept is None:
+            print("another sweep holds the retention lock; nothing done")
+            return
+        label = "would remove (dry run, nothing changed)" if args.dry_run else "removed"
+        print(f"retention {label}: {swept.summary()}")
+
+    asyncio.run(_with_pool(settings, prune))
+
+
 def cmd_token(args: argparse.Namespace) -> None:
     from app.api.auth import issue_token
 
@@ -239,6 +256,12 @@ def parser() -> argparse.ArgumentParser:
     )
     erase.add_argument("user_id")
     erase.set_defaults(func=cmd_data_erase)
+    prune = sub.add_parser(
+        "prune",
+        help="delete idle threads and old checkpoint history (THREAD_TTL_DAYS, HISTORY_KEEP_DAYS)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count only, change nothing")
+    prune.set_defaults(func=cmd_prune)
     token = sub.add_parser("token", help="print a bearer token")
     token.add_argument("user_id")
     token.add_argument("--role", choices=["customer", "guest"], default="customer")

@@ -106,6 +106,24 @@ class Settings(BaseSettings):
     # the run's record itself stays.
     run_log_ttl_s: float = Field(default=3600.0, ge=0)
 
+    # Retention (app/db/retention.py). A thread idle for THREAD_TTL_DAYS is deleted whole
+    # (checkpoints, runs, transcript). HISTORY_KEEP_DAYS after its last turn, a thread keeps
+    # its transcript and the last checkpoint of each turn (rewind to a turn still works) and
+    # drops the checkpoints between. `none` turns either rule off. The sweep runs every
+    # RETENTION_SWEEP_EVERY_S on one replica at a time (0: only `cs-agent prune`, from
+    # cron), RETENTION_BATCH_SIZE threads per transaction.
+    thread_ttl_days: float | None = Field(default=90.0, ge=1)
+    history_keep_days: float | None = Field(default=7.0, ge=0)
+    retention_sweep_every_s: float = Field(default=600.0, ge=0)
+    retention_batch_size: int = Field(default=20, ge=1, le=1000)
+
+    @field_validator("thread_ttl_days", "history_keep_days", mode="before")
+    @classmethod
+    def _none_keeps_for_ever(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in {"", "none", "null", "off"}:
+            return None
+        return value
+
     # Rate limits and the model-token budget (app/api/ratelimit.py), held in Postgres so they
     # hold across replicas. Each limit allows `*_burst` requests at once, then refills at its
     # rate; a rate of 0 turns that limit off. Posts (and resumes) and thread creations count

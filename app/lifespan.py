@@ -26,6 +26,7 @@ from app.runs.archive import PgTranscriptArchive
 from app.runs.inspect import ThreadInspector
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
+from app.runs.retention import RetentionSweeper
 from app.runs.service import RunService
 from app.tools.registry import PostgresWriteLedger, build_tools
 
@@ -93,6 +94,9 @@ async def build_services(
         await runs.open()
         stack.push_async_callback(runs.close)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
+        sweeper = RetentionSweeper(pool, settings)  # one replica at a time (advisory lock)
+        await sweeper.open()
+        stack.push_async_callback(sweeper.close)
         yield Services(
             settings=settings,
             pool=pool,

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from benchmarks import features, machine, profiling, summary
+from benchmarks import features, machine, profiling, retention, summary
 from benchmarks.config import FULL, QUICK, Plan
 from benchmarks.pgceiling import pgbench_ceiling
 from benchmarks.procs import (
@@ -546,6 +546,19 @@ def run_all(bench: Bench) -> None:
     if plan.name == "full":
         log("section 6: cache, text observations and summaries on/off (in-process)")
         bench.results["features_md"] = asyncio.run(features.main())
+    section_retention(bench)
+
+
+def section_retention(bench: Bench) -> None:
+    """Section 7 (benchmarks/retention.py), rendered after section 6's markdown."""
+    log("section 7: retention, bytes per 1,000 turns and a simulated year (in-process)")
+    conversations, per_day = (16, 6) if bench.plan.name == "full" else (6, 2)
+    text = asyncio.run(retention.main(conversations, per_day))
+    bench.results["features_md"] = (bench.results.get("features_md") or "") + "\n" + text
+    bench.commands["benchmarks.retention"] = (
+        f"python -m benchmarks.retention --conversations {conversations}"
+        f" --threads-per-day {per_day}"
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
