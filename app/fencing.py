@@ -19,6 +19,7 @@ from dataclasses import dataclass
 class Lease:
     thread_id: str
     generation: int
+    run_id: str
     ttl_ms: int
 
 

@@ -1,7 +1,7 @@
 """Fencing: the first statement of every transaction that commits a run's work.
 
-`cs_fence` (migrations/versions/0005) checks that the thread's lease still carries the
-run's generation, locks the lease row until the transaction ends (a competing claim waits
+`cs_fence` (migrations/versions/0009) checks that the thread's lease still carries the
+run's generation and id, locks the lease row until the transaction ends (a competing claim waits
 for the commit instead of slipping in before it) and renews the lease. When the check
 fails, Postgres aborts the transaction, so nothing of it commits.
 """
@@ -15,12 +15,12 @@ from psycopg import AsyncConnection, AsyncCursor
 
 from app.fencing import Lease, LeaseLost, current_lease
 
-FENCE_SQL = "SELECT cs_fence(%s, %s, %s)"
+FENCE_SQL = "SELECT cs_fence(%s, %s, %s, %s)"
 LEASE_LOST_SQLSTATE = "CSL01"
 
 
-def fence_params(lease: Lease) -> tuple[str, int, int]:
-    return (lease.thread_id, lease.generation, lease.ttl_ms)
+def fence_params(lease: Lease) -> tuple[str, int, str, int]:
+    return (lease.thread_id, lease.generation, lease.run_id, lease.ttl_ms)
 
 
 def is_lease_lost(error: BaseException) -> bool:

@@ -29,8 +29,7 @@ from app.fencing import Lease
 log = structlog.get_logger(__name__)
 
 _CLAIM = "SELECT generation, stale_run FROM cs_claim_thread(%s, %s, %s, %s)"
-_RELEASE = """UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
-    WHERE thread_id = %s AND generation = %s"""
+_RELEASE = "SELECT cs_release_thread(%s, %s)"
 _RENEW = """UPDATE thread_leases AS l
     SET expires_at = clock_timestamp() + make_interval(secs => %s / 1000.0)
     FROM unnest(%s::text[], %s::bigint[]) AS h(thread_id, generation)
@@ -70,7 +69,7 @@ class ThreadLeases:
             row = await cur.fetchone()
         if row is None or row["generation"] is None:
             return None
-        lease = Lease(thread_id, int(row["generation"]), self.ttl_ms)
+        lease = Lease(thread_id, int(row["generation"]), run_id, self.ttl_ms)
         self._held[thread_id] = lease
         if row["stale_run"]:
             log.warning(
