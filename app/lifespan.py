@@ -52,9 +52,6 @@ async def build_services(
 
     `model` replaces the configured chat model (tests and benchmarks pass one).
     """
-    if model is None and settings.uses_demo_model and settings.observation_format == "text":
-        # The demo model is a scripted reader of the tools' JSON, not a language model.
-        settings = settings.model_copy(update={"observation_format": "json"})
     async with AsyncExitStack() as stack:
         url = database_url(settings.database_url, settings.data_dir)
         pool = await open_pool(url, settings, name="app")

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import TypedDict
 
 from langchain_core.messages import ToolMessage
 
-from app.agent.cache import without_notes
-
-READ_ARTICLE_TOOL = "get_help_article"
-SNIPPET_CHARS = 240
+from app.tools.results import artifact_of
 
 
 class Citation(TypedDict):
@@ -30,24 +26,16 @@ def merge_citations(left: list[Citation] | None, right: list[Citation] | None) -
 
 
 def citations_from(results: Iterable[ToolMessage], turn: int) -> list[Citation]:
+    """The articles the results read (their artifacts name them), fresh or from the cache."""
     found: list[Citation] = []
     for msg in results:
-        if msg.name != READ_ARTICLE_TOOL or msg.status == "error":
+        artifact = artifact_of(msg)
+        article = artifact.get("article")
+        if article is None or artifact.get("outcome") != "ok":
             continue
-        try:
-            article = json.loads(without_notes(str(msg.content))[0])
-        except ValueError:
-            continue
-        if not isinstance(article, dict) or not article.get("id"):
-            continue
-        body = " ".join(str(article.get("body", "")).split())
-        snippet = body if len(body) <= SNIPPET_CHARS else body[: SNIPPET_CHARS - 1] + "…"
         found.append(
             Citation(
-                id=str(article["id"]),
-                title=str(article.get("title", "")),
-                snippet=snippet,
-                turn=turn,
+                id=article["id"], title=article["title"], snippet=article["snippet"], turn=turn
             )
         )
     return found

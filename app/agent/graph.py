@@ -7,8 +7,11 @@ START -> agent --(route_after_agent)--> END (or summarize -> END on a long threa
            '------------------------------------------------------'
 
 The agent node opens the turn and keeps the books of each tool round (breakers, repeat
-guard, cache, citations) before it calls the model: every node is a superstep and a
-checkpoint write, so the bookkeeping rides along with the model call.
+guard, cache, citations: app/agent/books.py) before it calls the model: every node is a
+superstep and a checkpoint write, so the bookkeeping rides along with the model call.
+
+With `TOOL_CALLING=react` the model is wrapped in `TextToolCalling`, which speaks the text
+protocol to it and tool calls to the graph: nothing else knows.
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from app.agent.nodes import CoreNodes, TextProtocol
+from app.agent.nodes import CoreNodes
 from app.agent.ports import WriteLedger
 from app.agent.routing import Route, route_after_agent
 from app.agent.state import AgentState
 from app.agent.summary import Summarizer, TranscriptArchive
+from app.agent.text_protocol import TextToolCalling
 from app.agent.tool_exec import WriteNodes, build_read_node
 from app.config import Settings
 from app.identity import AgentContext
+from app.tools.spec import ShopTool
 
 Graph = CompiledStateGraph[AgentState, AgentContext, Any, Any]
 
@@ -73,17 +78,19 @@ def build_graph(
     store: BaseStore | None = None,
     archive: TranscriptArchive | None = None,
 ) -> Graph:
+    fmt = settings.observation_format
+    read_tools = [t.bound(fmt) if isinstance(t, ShopTool) else t for t in read_tools]
+    write_tools = [t.bound(fmt) if isinstance(t, ShopTool) else t for t in write_tools]
     all_tools = [*read_tools, *write_tools]
     names = [t.name for t in all_tools]
     write_names = frozenset(t.name for t in write_tools)
-    core = CoreNodes(
-        model=model,
-        model_with_tools=model.bind_tools(all_tools),
-        settings=settings,
-        ledger=ledger,
-        write_names=write_names,
-        text_protocol=TextProtocol.for_tools(all_tools),
-    )
+    if settings.tool_calling == "react":
+        # The tool list stays in the prompt when no more calls are wanted: the reply is
+        # read the same way, and a call in it is dropped.
+        with_tools = TextToolCalling(inner=model).bind_tools(all_tools)
+        core = CoreNodes(with_tools, with_tools, settings, ledger, write_names)
+    else:
+        core = CoreNodes(model.bind_tools(all_tools), model, settings, ledger, write_names)
     writes = WriteNodes(
         tools={t.name: t for t in all_tools},
         write_names=write_names,

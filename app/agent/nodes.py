@@ -1,56 +1,39 @@
-"""The agent's nodes other than tool execution: turn start, model call, bookkeeping."""
+"""The agent node (open the turn, or keep the books of the last tool round, then take the
+model step) and the node that answers refused calls."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
-    HumanMessage,
     SystemMessage,
     ToolCall,
-    ToolMessage,
     message_chunk_to_message,
 )
 from langchain_core.runnables import Runnable
-from langchain_core.tools import BaseTool
 from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
-from app.agent.cache import CACHED_NOTE, REPEAT_HINT, CacheEntry
-from app.agent.cache import invalidated as cache_invalidated
-from app.agent.cache import stored as cache_stored
-from app.agent.cache import tags_for as cache_tags
-from app.agent.citations import citations_from
+from app.agent.books import keep_books, refused_calls
 from app.agent.llm import ModelReplyBroken, model_call_deadline, require_finished
-from app.agent.model_view import RAW_KEY, as_text_script, formatted, from_text_reply, text_of
+from app.agent.model_view import text_of
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
-from app.agent.react_protocol import format_error_observation, render_tools_prompt, tool_arg_names
 from app.agent.repair import close_dangling
-from app.agent.routing import (
-    BREAKER_OPEN,
-    CALL_CAP,
-    INVALID_ARGS_KEY,
-    blocked_calls,
-    is_failure,
-    last_ai,
-    new_tool_results,
-    updated_breakers,
-)
+from app.agent.routing import INVALID_ARGS_KEY, last_ai, new_tool_results, refusal_text
 from app.agent.state import AgentState, applied, changes_only, fresh_turn_fields
+from app.agent.text_protocol import MODEL_CALLS
 from app.agent.trimming import model_window
 from app.config import Settings
 from app.fencing import stop_requested
 from app.identity import AgentContext, conversation_customer
 from app.memory.store import list_preferences, preferences_prompt
+from app.metrics import first_chunk, observed_model_call
+from app.tools.results import failure, message
 
 log = structlog.get_logger(__name__)
 
@@ -59,17 +42,7 @@ BUDGET_SPENT = (
     "not finish your request in this reply. Could you tell me which part matters most, or "
     "shall I transfer you to a human colleague?"
 )
-FORMAT_GIVE_UP = (
-    "I'm sorry, I had trouble working that out. Could you rephrase your request, or shall I "
-    "transfer you to a human colleague?"
-)
-MAX_FORMAT_ERRORS = 2  # format corrections per turn for the text protocol
 TOKEN_KEY = "token"  # a custom stream item {"token": text, "message_id": id}: answer text
-
-
-def fingerprint(name: str, args: Any, content: Any) -> str:
-    raw = json.dumps([name, args, content], sort_keys=True, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
@@ -92,6 +65,7 @@ def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
     return message.model_copy(update={"tool_calls": repaired, "invalid_tool_calls": []})
 
 
+@observed_model_call
 async def streamed(
     runnable: Runnable[Any, BaseMessage], window: list[BaseMessage], *, deadline_s: float
 ) -> BaseMessage:
@@ -110,6 +84,8 @@ async def streamed(
     chunks: list[Any] = []
     async with model_call_deadline(deadline_s):
         async for chunk in runnable.astream(window, get_config()):
+            if not chunks:
+                first_chunk()  # the call's time to first token, when traced
             chunks.append(chunk)
             if text := text_of(chunk):
                 write({TOKEN_KEY: text, "message_id": chunk.id})
@@ -119,19 +95,6 @@ async def streamed(
         raise ModelReplyBroken("nothing came back")
     merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
     return require_finished(message_chunk_to_message(merged))
-
-
-@dataclass(frozen=True)
-class TextProtocol:
-    """The tool list as text, for models without native tool calling."""
-
-    prompt: str
-    names: list[str]
-    arg_names: dict[str, list[str]]
-
-    @classmethod
-    def for_tools(cls, tools: Sequence[BaseTool]) -> TextProtocol:
-        return cls(render_tools_prompt(tools), [t.name for t in tools], tool_arg_names(tools))
 
 
 def cut_answer(chunks: list[Any]) -> AIMessage:
@@ -145,12 +108,12 @@ def cut_answer(chunks: list[Any]) -> AIMessage:
 
 @dataclass
 class CoreNodes:
-    model: BaseChatModel
+    # The model bound to the tools, and the model for a forced answer (no tools offered).
     model_with_tools: Runnable[Any, BaseMessage]
+    answer_model: Runnable[Any, BaseMessage]
     settings: Settings
     ledger: WriteLedger
     write_names: frozenset[str]
-    text_protocol: TextProtocol
 
     async def agent(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         """Open the turn or keep the books of the tool round just finished, then call the
@@ -159,7 +122,7 @@ class CoreNodes:
         if state.get("incoming") is not None:
             books = await self._open_turn(state, runtime)
         elif new_tool_results(state.get("messages") or []):
-            books = self._keep_books(state, runtime)
+            books = keep_books(state, self.settings, self.write_names)
         else:
             books = {}
         step = await self._model_step(applied(state, books), runtime)
@@ -177,6 +140,8 @@ class CoreNodes:
             turn_id=state.get("turn_id"),
             write_names=self.write_names,
             ledger=self.ledger,
+            customer_id=conversation_customer(runtime.context, state.get("verified_user_id")),
+            observation_format=self.settings.observation_format,
         )
         turn = state.get("turn_number", 0) + 1
         return {
@@ -190,24 +155,37 @@ class CoreNodes:
     ) -> dict[str, Any]:
         steps = state.get("turn_steps", 0)
         if steps >= self.settings.turn_step_budget:
-            return {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
+            budget = {"messages": [AIMessage(content=BUDGET_SPENT)], "force_answer": "budget"}
+            return {**budget, **self._refused(state, [])}
         forced = state.get("force_answer") is not None
         remembered, memo = await self._preferences(runtime, state)
         system = self._system(state, runtime, remembered, forced=forced)
         window = model_window(system, state.get("messages") or [], self.settings.context_max_tokens)
-        if self.settings.observation_format == "text":
-            window = formatted(window)
         every = self.settings.reflection_every
         if every and steps and steps % every == 0:
             window.append(SystemMessage(content=reflection_note(steps)))
-        if self.settings.tool_calling == "react":
-            return {**await self._text_protocol_step(window, state, forced=forced), **memo}
-        runnable: Runnable[Any, BaseMessage] = self.model if forced else self.model_with_tools
+        runnable = self.answer_model if forced else self.model_with_tools
         response = await streamed(runnable, window, deadline_s=self.settings.llm_call_deadline_s)
         response = with_invalid_calls_as_errors(response)
         if forced and isinstance(response, AIMessage) and response.tool_calls:
-            response = response.model_copy(update={"tool_calls": []})
-        return {"messages": [response], "turn_steps": steps + 1, **memo}
+            # told to answer, it called a tool anyway: no call, and words if it had none
+            response = response.model_copy(
+                update={"tool_calls": [], "content": response.content or BUDGET_SPENT}
+            )
+        calls = response.response_metadata.get(MODEL_CALLS, 1)
+        tool_calls = response.tool_calls if isinstance(response, AIMessage) else []
+        return {
+            "messages": [response],
+            "turn_steps": steps + (calls if isinstance(calls, int) else 1),
+            **self._refused(state, tool_calls),
+            **memo,
+        }
+
+    def _refused(self, state: AgentState, calls: list[ToolCall]) -> dict[str, Any]:
+        """The calls of this reply the breakers refuse, decided once for routing and the
+        tool nodes; left out of the update while it stays empty."""
+        refused = refused_calls(state, calls, self.settings) if calls else {}
+        return {"refused": refused} if refused or state.get("refused") else {}
 
     def _system(
         self, state: AgentState, runtime: Runtime[AgentContext], remembered: str, *, forced: bool
@@ -224,49 +202,9 @@ class CoreNodes:
         ]
         if remembered:
             parts.append(remembered)
-        if self.settings.tool_calling == "react":
-            parts.append(self.text_protocol.prompt)
         if forced:
             parts.append(BUDGET_NOTE)
         return SystemMessage(content="\n".join(parts))
-
-    async def _text_protocol_step(
-        self, window: list[BaseMessage], state: AgentState, *, forced: bool
-    ) -> dict[str, Any]:
-        """One model step for a model without tool calling, with up to two format fixes."""
-        script = as_text_script(window)
-        steps = state.get("turn_steps", 0)
-        errors = state.get("format_errors", 0)
-        usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-        while True:
-            reply = await streamed(self.model, script, deadline_s=self.settings.llm_call_deadline_s)
-            steps += 1
-            for k, v in (getattr(reply, "usage_metadata", None) or {}).items():
-                if k in usage and isinstance(v, int):
-                    usage[k] += v
-            text = text_of(reply)
-            parsed = from_text_reply(text, self.text_protocol.names, self.text_protocol.arg_names)
-            if isinstance(parsed, AIMessage):
-                if forced and parsed.tool_calls:
-                    parsed = AIMessage(
-                        content=BUDGET_SPENT, additional_kwargs=parsed.additional_kwargs
-                    )
-                message = parsed.model_copy(update={"id": reply.id, "usage_metadata": usage})
-                return {"messages": [message], "turn_steps": steps, "format_errors": errors}
-            errors += 1
-            if errors > MAX_FORMAT_ERRORS or steps >= self.settings.turn_step_budget:
-                give_up = AIMessage(
-                    content=FORMAT_GIVE_UP,
-                    id=reply.id,
-                    additional_kwargs={RAW_KEY: text},
-                    usage_metadata=usage,
-                )
-                return {"messages": [give_up], "turn_steps": steps, "format_errors": errors}
-            script = [
-                *script,
-                AIMessage(content=text),
-                HumanMessage(content=format_error_observation(parsed.reason)),
-            ]
 
     async def _preferences(
         self, runtime: Runtime[AgentContext], state: AgentState
@@ -288,92 +226,19 @@ class CoreNodes:
         return text, {"preferences": {"key": key, "text": text}}
 
     async def blocked(self, state: AgentState) -> dict[str, Any]:
+        """Every call of a reply the breakers refused, answered with why."""
         ai = last_ai(state)
         assert ai is not None
-        refused = blocked_calls(state, ai.tool_calls, self.settings)
-        return {
-            "messages": [
-                ToolMessage(
-                    content=refused.get(c["id"] or "", CALL_CAP.format(name=c["name"])),
-                    tool_call_id=c["id"] or "",
-                    name=c["name"],
-                    status="error",
+        refused = state.get("refused") or {}
+        answers = []
+        for call in ai.tool_calls:
+            kind = refused.get(call["id"] or "", "call_cap")
+            answers.append(
+                message(
+                    refusal_text(kind, call["name"]),
+                    failure("breaker_open" if kind == "breaker_open" else "call_cap"),
+                    tool_call_id=call["id"] or "",
+                    name=call["name"],
                 )
-                for c in ai.tool_calls
-            ]
-        }
-
-    def _keep_books(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        """Read the results just added and keep the books: breakers, per-turn counts, the
-        repeat guard, the tool-result cache, the citations ledger and the stagnation guard."""
-        messages = state.get("messages") or []
-        results = new_tool_results(messages)
-        ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        args_by_id = {c["id"]: c["args"] for c in ai.tool_calls} if ai else {}
-        counts = dict(state.get("turn_tool_calls") or {})
-        repeats = dict(state.get("repeats") or {})
-        rewritten: list[ToolMessage] = []
-        force = state.get("force_answer")
-        fresh = 0
-        for msg in results:
-            name = msg.name or ""
-            if msg.content != BREAKER_OPEN.format(name=name):
-                counts[name] = counts.get(name, 0) + 1
-            raw = str(msg.content).removesuffix(CACHED_NOTE)
-            key = fingerprint(name, args_by_id.get(msg.tool_call_id), raw)
-            repeats[key] = repeats.get(key, 0) + 1
-            # new content, whatever the arguments that produced it
-            seen = "content:" + fingerprint(name, None, raw)
-            repeats[seen] = repeats.get(seen, 0) + 1
-            fresh += repeats[seen] == 1
-            if repeats[key] == 2 and isinstance(msg.content, str):
-                rewritten.append(msg.model_copy(update={"content": msg.content + REPEAT_HINT}))
-            elif repeats[key] >= 3:
-                force = "repeat"
-        turn = state.get("turn_number", 0)
-        cited = citations_from(results, turn)
-        # A round that taught nothing: every result already seen this turn (an article read
-        # again is then one already in the citations ledger, too).
-        stale = state.get("stale_rounds", 0) + 1 if fresh == 0 else 0
-        if stale >= self.settings.stagnation_rounds and force is None:
-            force = "stagnation"
-        breakers = updated_breakers(
-            state.get("breakers") or {}, results, state.get("turn_number", 0), self.settings
-        )
-        customer = conversation_customer(runtime.context, state.get("verified_user_id"))
-        tool_cache, stats = self._cache_update(state, results, args_by_id, customer)
-        update: dict[str, Any] = {
-            "tool_cache": tool_cache,
-            "cache_stats": stats,
-            "turn_tool_calls": counts,
-            "repeats": repeats,
-            "breakers": breakers,
-            "force_answer": force,
-            "stale_rounds": stale,
-            "citations": cited,
-        }
-        if rewritten:
-            update["messages"] = rewritten
-        return update
-
-    def _cache_update(
-        self,
-        state: AgentState,
-        results: list[ToolMessage],
-        args_by_id: dict[str | None, Any],
-        customer: str | None,
-    ) -> tuple[dict[str, CacheEntry], dict[str, int]]:
-        entries = dict(state.get("tool_cache") or {})
-        stats = dict(state.get("cache_stats") or {"hits": 0, "misses": 0})
-        turn = state.get("turn_number", 0)
-        for msg in results:
-            name, args = msg.name or "", args_by_id.get(msg.tool_call_id) or {}
-            marker = msg.additional_kwargs.get("cache")
-            if marker == "hit":
-                stats["hits"] = stats.get("hits", 0) + 1
-            elif marker == "miss":
-                stats["misses"] = stats.get("misses", 0) + 1
-                entries = cache_stored(entries, name, args, str(msg.content), turn)
-            elif name in self.write_names and not is_failure(msg):
-                entries = cache_invalidated(entries, cache_tags(args, str(msg.content), customer))
-        return entries, stats
+            )
+        return {"messages": answers}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
+
+from app.tools.results import Artifact, ObservationFormat
 
 
 class WriteLedger(Protocol):
@@ -10,6 +13,15 @@ class WriteLedger(Protocol):
         """A one-line human summary of a pending write, for the confirmation card."""
         ...
 
-    async def recorded_outcome(self, idempotency_key: str) -> str | None:
-        """The observation recorded for a write that already ran, if it did."""
+    async def recorded_result(
+        self,
+        idempotency_key: str,
+        *,
+        name: str,
+        args: Mapping[str, Any],
+        customer_id: str | None,
+        observation_format: ObservationFormat,
+    ) -> tuple[str, Artifact] | None:
+        """(content, artifact) of a write that already ran, rebuilt from its record; None
+        when it did not run."""
         ...

@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from app.agent.ports import WriteLedger
 from app.db.idempotency import idempotency_key
+from app.tools.results import ObservationFormat, failure, message
 
 INTERRUPTED = (
     "Error: this call was interrupted and NOT executed. If it is still needed, explain and "
@@ -34,13 +35,22 @@ async def close_dangling(
     turn_id: str | None,
     write_names: frozenset[str],
     ledger: WriteLedger,
+    customer_id: str | None = None,
+    observation_format: ObservationFormat = "text",
 ) -> list[ToolMessage]:
+    """A write that committed gets its recorded result, as its tool renders it; anything
+    else is marked as interrupted and not executed."""
     closed: list[ToolMessage] = []
     for call_id, name, args in dangling_calls(messages):
-        outcome: str | None = None
+        recorded = None
         if name in write_names and turn_id:
-            outcome = await ledger.recorded_outcome(idempotency_key(thread_id, turn_id, name, args))
-        content = outcome if outcome is not None else INTERRUPTED
-        status = "error" if content.startswith("Error:") else "success"
-        closed.append(ToolMessage(content=content, tool_call_id=call_id, name=name, status=status))
+            recorded = await ledger.recorded_result(
+                idempotency_key(thread_id, turn_id, name, args),
+                name=name,
+                args=args,
+                customer_id=customer_id,
+                observation_format=observation_format,
+            )
+        content, artifact = recorded or (INTERRUPTED, failure("interrupted"))
+        closed.append(message(content, artifact, tool_call_id=call_id, name=name))
     return closed

@@ -39,7 +39,10 @@ class AgentState(TypedDict, total=False):
     archived_count: int  # messages moved to the transcript archive
     summary_failures: int
     preferences: dict[str, str]  # this turn's remembered preferences: {"key", "text"}
-    format_errors: int  # text-protocol replies this turn that could not be read
+    # The calls of the last model reply the breakers refuse: tool_call_id -> why
+    # ("breaker_open", "call_cap"). Decided once, by the agent node; routing and the tool
+    # nodes read it.
+    refused: dict[str, str]
 
 
 def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
@@ -53,7 +56,6 @@ def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
         "confirmation": None,
         "cache_stats": {"hits": 0, "misses": 0},
         "stale_rounds": 0,
-        "format_errors": 0,
     }
 
 

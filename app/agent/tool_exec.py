@@ -1,7 +1,8 @@
 """Tool execution: parallel reads through LangGraph's ToolNode, and the serial write node.
 
-Every tool_call_id gets exactly one ToolMessage, whatever fails. No exception text ever
-reaches the model: failures become short `Error:` observations.
+Every tool_call_id gets exactly one ToolMessage, whatever fails, with an artifact that says
+how it went (app/tools/results.py). No exception text ever reaches the model: failures
+become short `Error:` observations.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from langgraph.types import Command, interrupt
 
 from app.agent import cache
 from app.agent.ports import WriteLedger
-from app.agent.routing import INVALID_ARGS_KEY, blocked_calls, is_failure, last_ai
+from app.agent.routing import INVALID_ARGS_KEY, last_ai, refusal_text
 from app.agent.state import AgentState
 from app.config import Settings
 from app.fencing import LeaseLost
 from app.identity import AgentContext, conversation_customer
+from app.metrics import tool_call, tool_result
+from app.tools.results import Artifact, artifact_of, failure, message
 
 log = structlog.get_logger(__name__)
 
@@ -56,25 +59,41 @@ def handle_tool_error(error: Exception) -> str:
     return TOOL_FAILED
 
 
-def marked(message: ToolMessage) -> ToolMessage:
-    if is_failure(message) and message.status != "error":
-        return message.model_copy(update={"status": "error"})
-    return message
+def with_artifact(result: ToolMessage) -> ToolMessage:
+    """A result as every reader expects it: an artifact, and a status that agrees."""
+    artifact = artifact_of(result)
+    status = "error" if artifact.get("outcome") == "error" else "success"
+    if result.artifact is artifact and result.status == status:
+        return result
+    return result.model_copy(update={"artifact": artifact, "status": status})
 
 
 def precheck(call: ToolCall, refused: dict[str, str], known: Sequence[str]) -> ToolMessage | None:
     """The observation for a call that must not run, or None when it may."""
     name, call_id = call["name"], call["id"] or ""
-    content: str | None = None
     if call_id in refused:
-        content = refused[call_id]
+        kind = refused[call_id]
+        content = refusal_text(kind, name)
+        artifact = failure("breaker_open" if kind == "breaker_open" else "call_cap")
     elif name not in known:
-        content = unknown_tool(name, known)
+        content, artifact = unknown_tool(name, known), failure("unknown_tool")
     elif INVALID_ARGS_KEY in call["args"]:
-        content = invalid_arguments(name)
-    if content is None:
+        content, artifact = invalid_arguments(name), failure("invalid_arguments")
+    else:
         return None
-    return ToolMessage(content=content, tool_call_id=call_id, name=name, status="error")
+    return message(content, artifact, tool_call_id=call_id, name=name)
+
+
+def cached(call: ToolCall, entry: cache.CacheEntry) -> ToolMessage:
+    """A result served from the conversation's cache (an entry from before artifacts says
+    only that it was a success)."""
+    kept = entry.get("artifact") or Artifact(outcome="ok", cacheable=True)
+    return ToolMessage(
+        content=entry["content"] + cache.CACHED_NOTE,
+        artifact=Artifact(**{**kept, "cache": "hit"}),
+        tool_call_id=call["id"] or "",
+        name=call["name"],
+    )
 
 
 def build_read_node(
@@ -85,10 +104,8 @@ def build_read_node(
         execute: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         state: AgentState = request.state
-        ai = last_ai(state)
-        refused = blocked_calls(state, ai.tool_calls if ai else [], settings)
         call = request.tool_call
-        early = precheck(call, refused, all_names)
+        early = precheck(call, state.get("refused") or {}, all_names)
         if early is not None:
             return early
         if settings.tool_cache_enabled:
@@ -100,18 +117,16 @@ def build_read_node(
                 settings.tool_cache_max_age_turns,
             )
             if hit is not None:
-                return ToolMessage(
-                    content=hit + cache.CACHED_NOTE,
-                    tool_call_id=call["id"] or "",
-                    name=call["name"],
-                    additional_kwargs={"cache": "hit"},
-                )
-        result = await execute(request)
+                return cached(call, hit)
+        with tool_call(call["name"], call["id"], call["args"]) as span:
+            result = await execute(request)
+            tool_result(span, result)
         if not isinstance(result, ToolMessage):
             return result
-        result = marked(result)
-        if result.status != "error" and call["name"] not in cache.UNCACHEABLE:
-            result.additional_kwargs["cache"] = "miss"
+        result = with_artifact(result)
+        artifact = result.artifact
+        if artifact.get("cacheable") and artifact.get("outcome") == "ok":
+            result.artifact = Artifact(**{**artifact, "cache": "miss"})  # type: ignore[typeddict-item]
         return result
 
     return ToolNode(list(tools), handle_tool_errors=handle_tool_error, awrap_tool_call=guard)
@@ -128,7 +143,7 @@ class WriteNodes:
         """Pause for the customer's yes before any write. Re-runs from the top on resume."""
         ai = last_ai(state)
         assert ai is not None
-        refused = blocked_calls(state, ai.tool_calls, self.settings)
+        refused = state.get("refused") or {}
         writes = [
             c
             for c in ai.tool_calls
@@ -157,7 +172,7 @@ class WriteNodes:
         config = get_config()
         ai = last_ai(state)
         assert ai is not None
-        refused = blocked_calls(state, ai.tool_calls, self.settings)
+        refused = state.get("refused") or {}
         declined = self.settings.write_confirmation == "required" and (
             state.get("confirmation") != "approve"
         )
@@ -171,7 +186,12 @@ class WriteNodes:
                 continue
             if declined and call["name"] in self.write_names:
                 results.append(
-                    ToolMessage(content=DECLINED, tool_call_id=call["id"] or "", name=call["name"])
+                    message(
+                        DECLINED,
+                        Artifact(outcome="declined"),
+                        tool_call_id=call["id"] or "",
+                        name=call["name"],
+                    )
                 )
                 continue
             messages, changes = await self._run_one(call, local, runtime, config)
@@ -203,24 +223,28 @@ class WriteNodes:
             type="tool_call",
         )
         try:
-            output = await tool.ainvoke(invocation, config)
+            with tool_call(call["name"], call["id"], call["args"]) as span:
+                output = await tool.ainvoke(invocation, config)
+                tool_result(span, output)
         except LeaseLost:
             raise  # the run lost its thread: it ends, no observation for the model
         except Exception as error:  # a tool must never break the run
             content = handle_tool_error(error)
             return [
-                ToolMessage(
-                    content, tool_call_id=call["id"] or "", name=call["name"], status="error"
+                message(
+                    content, failure("failed"), tool_call_id=call["id"] or "", name=call["name"]
                 )
             ], {}
         if isinstance(output, Command):
             changes = dict(output.update) if isinstance(output.update, dict) else {}
             messages = [
-                marked(m) for m in changes.pop("messages", []) if isinstance(m, ToolMessage)
+                with_artifact(m) for m in changes.pop("messages", []) if isinstance(m, ToolMessage)
             ]
             return messages, changes
         if isinstance(output, ToolMessage):
-            return [marked(output)], {}
+            return [with_artifact(output)], {}
         return [
-            marked(ToolMessage(str(output), tool_call_id=call["id"] or "", name=call["name"]))
+            with_artifact(
+                ToolMessage(str(output), tool_call_id=call["id"] or "", name=call["name"])
+            )
         ], {}

@@ -1,15 +1,15 @@
-"""Answers built from what the tools returned: JSON on success, "Error: ..." on failure,
-"Declined: ..." when the customer refused a change. Never more than the tool said."""
+"""Answers built from what the tools returned, read as a model reads it (app/demo/reading.py):
+the tool's text on success, "Error: ..." on failure, "Declined: ..." when the customer refused
+a change. Never more than the tool said."""
 
 from __future__ import annotations
 
-import json
 import re
 from decimal import Decimal
 from typing import Any
 
-from app.demo.address import FIELDS, ParsedAddress
 from app.demo.conversation import Result
+from app.demo.reading import Item, OrderText, amount, article_of, entries, field_of, order_of
 from app.demo.texts import Lang, say
 
 MAX_SUMMARY = 300
@@ -37,14 +37,6 @@ LABELS: dict[str, dict[Lang, str]] = {
     "tracking": {"en": "Tracking: {ids}.", "zh": "物流单号：{ids}。"},
     "total": {"en": "Total: {total}.", "zh": "合计：{total}。"},
 }
-
-
-def parse_json(content: str) -> Any:
-    """The tool's JSON with exact money (Decimal), or None when it is not JSON."""
-    try:
-        return json.loads(content, parse_float=Decimal)
-    except ValueError:
-        return None
 
 
 def money(value: Any) -> str:
@@ -77,64 +69,38 @@ def _line(key: str, lang: Lang, **values: object) -> str:
     return LABELS[key][lang].format(**values)
 
 
-def order_items(order: dict[str, Any]) -> list[dict[str, Any]]:
-    items = order.get("items")
-    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
-
-
-def item_label(item: dict[str, Any]) -> str:
-    options = item.get("options")
-    details = ", ".join(str(v) for v in options.values()) if isinstance(options, dict) else ""
-    name = str(item.get("name", "item"))
-    return f"{name} ({details})" if details else name
-
-
-def items_total(items: list[dict[str, Any]]) -> Decimal:
-    total = Decimal("0")
-    for item in items:
-        try:
-            total += Decimal(str(item.get("price", 0)))
-        except ArithmeticError:
-            continue
-    return total
+def items_total(items: list[Item]) -> Decimal:
+    return sum((item.price for item in items), Decimal("0"))
 
 
 def order_status(result: Result, lang: Lang) -> str:
     if not result.ok:
         return say("lookup_failed", lang, problem=problem(result))
-    order = parse_json(result.body)
-    if not isinstance(order, dict) or "status" not in order:
+    order = order_of(result.body)
+    if order is None:
         return found(result, lang)
-    status = str(order["status"])
-    order_id = order.get("order_id") or result.args.get("order_id") or ""
+    status = order.status
+    order_id = order.order_id or result.args.get("order_id") or ""
     lines = [_line("order", lang, order_id=order_id, status=status)]
     note = STATUS_NOTES.get(status)
     if note:
         lines[0] += (" " if lang == "en" else "") + note[lang]
-    items = order_items(order)
-    if items:
+    if order.items:
         lines.append(_line("items", lang))
-        lines.extend(f"- {item_label(i)}: {money(i.get('price', 0))}" for i in items)
-    tracking = [
-        str(t)
-        for f in order.get("fulfillments") or []
-        if isinstance(f, dict)
-        for t in f.get("tracking_id") or []
-    ]
-    if tracking:
-        lines.append(_line("tracking", lang, ids=", ".join(tracking)))
-    if items:
-        lines.append(_line("total", lang, total=money(items_total(items))))
+        lines.extend(f"- {i.label}: {money(i.price)}" for i in order.items)
+    if order.tracking:
+        lines.append(_line("tracking", lang, ids=", ".join(order.tracking)))
+    if order.items:
+        lines.append(_line("total", lang, total=money(items_total(order.items))))
     return "\n".join(lines)
 
 
 def orders_list(result: Result, lang: Lang) -> str:
     if not result.ok:
         return say("lookup_failed", lang, problem=problem(result))
-    user = parse_json(result.body)
-    if not isinstance(user, dict) or not isinstance(user.get("orders"), list):
+    if not result.body.startswith("Customer "):
         return found(result, lang)
-    ids = [str(o) for o in user["orders"]]
+    ids = entries(result.body, "orders")
     if not ids:
         return say("no_orders", lang)
     return say("orders", lang, count=len(ids), ids=", ".join(ids), first=ids[0])
@@ -143,51 +109,32 @@ def orders_list(result: Result, lang: Lang) -> str:
 def shipping(result: Result, lang: Lang) -> str:
     if not result.ok:
         return say("lookup_failed", lang, problem=problem(result))
-    data = parse_json(result.body)
-    cost = _amount(data)
-    if cost is None:
+    shown = field_of(result.body, "Shipping cost")
+    cost = amount(shown) if shown else None
+    if shown is None or cost is None:
         return found(result, lang)
-    currency = data.get("currency") if isinstance(data, dict) else None
+    currency = shown.rsplit(" ", 1)[-1] if shown.endswith(" CNY") else None
     return say(
         "shipping",
         lang,
         weight=result.args.get("weight_kg", "?"),
         distance=result.args.get("distance_km", "?"),
-        cost=f"{money(cost)} {currency}" if isinstance(currency, str) else money(cost),
+        cost=f"{money(cost)} {currency}" if currency else money(cost),
     )
 
 
-def _amount(value: Any) -> Any:
-    """The cost in a calc_shipping result: a bare number, or the first money-like field."""
-    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        match = re.search(r"\d+(?:\.\d+)?", value)
-        return Decimal(match.group(0)) if match else None
-    if isinstance(value, dict):
-        for key in ("cost", "shipping_cost", "total", "price", "amount", "fee"):
-            if key in value:
-                return _amount(value[key])
-    return None
-
-
-def refund_note(order: dict[str, Any], lang: Lang) -> str:
+def refund_note(order: OrderText, lang: Lang) -> str:
     """The refunds the change added to the order's payment history."""
-    refunds = [
-        t
-        for t in order.get("payment_history") or []
-        if isinstance(t, dict) and t.get("transaction_type") == "refund"
-    ]
+    refunds = [p for p in order.payments if p.kind == "refund"]
     if not refunds:
         return ""
     last = refunds[-1]
-    method = str(last.get("payment_method_id", ""))
-    timing = "refund_gift_card" if method.startswith("gift_card") else "refund_other"
+    timing = "refund_gift_card" if last.method.startswith("gift_card") else "refund_other"
     return say(
         "refund",
         lang,
-        amount=money(last.get("amount", 0)),
-        method=method,
+        amount=money(last.amount),
+        method=last.method,
         timing=say(timing, lang),
     )
 
@@ -200,34 +147,30 @@ def write_outcome(result: Result, lang: Lang) -> str:
         return say("failed", lang, problem=problem(result))
     if result.name == "transfer_to_human_agents":
         return say("transferred", lang)
-    order = parse_json(result.body)
-    if not isinstance(order, dict):
+    order = order_of(result.body)
+    if order is None:
         return found(result, lang)
-    order_id = order.get("order_id") or result.args.get("order_id") or ""
+    order_id = order.order_id or result.args.get("order_id") or ""
     if result.name == "cancel_pending_order":
         return say("cancelled", lang, order_id=order_id, refund=refund_note(order, lang))
     if result.name == "modify_pending_order_address":
-        address = order.get("address")
-        return say("address_changed", lang, order_id=order_id, address=one_line(address))
+        return say("address_changed", lang, order_id=order_id, address=order.ship_to)
     if result.name == "return_delivered_order_items":
-        chosen = set(result.args.get("item_ids") or order.get("return_items") or [])
-        items = [i for i in order_items(order) if i.get("item_id") in chosen]
-        method = result.args.get("payment_method_id") or order.get("return_payment_method_id")
+        recorded = order.fields.get("return_items", "")
+        chosen = set(result.args.get("item_ids") or recorded.split(", "))
+        items = [i for i in order.items if i.item_id in chosen]
+        method = result.args.get("payment_method_id") or order.fields.get(
+            "return_payment_method_id"
+        )
         return say(
             "returned",
             lang,
-            items=", ".join(str(i.get("name")) for i in items) or "the items",
+            items=", ".join(i.name for i in items) or "the items",
             order_id=order_id,
             amount=money(items_total(items)),
             method=method,
         )
     return found(result, lang)
-
-
-def one_line(address: Any) -> str:
-    if not isinstance(address, dict):
-        return str(address)
-    return ParsedAddress(**{k: str(address.get(k) or "") for k in FIELDS}).one_line()
 
 
 def found(result: Result, lang: Lang) -> str:
@@ -236,25 +179,18 @@ def found(result: Result, lang: Lang) -> str:
         return say("declined", lang)
     if result.is_error:
         return say("lookup_failed", lang, problem=problem(result))
-    return say("found", lang, summary=describe(parse_json(result.body), result.body))
+    return say("found", lang, summary=describe(result.body))
 
 
-def describe(value: Any, raw: str) -> str:
-    if value is None:
-        return first_sentence(raw)
-    if isinstance(value, dict):
-        text = "; ".join(f"{k.replace('_', ' ')}: {_flat(v)}" for k, v in value.items())
-    else:
-        text = _flat(value)
-    return text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 1] + "…"
-
-
-def _flat(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_flat(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return ", ".join(_flat(v) for v in value)
-    return str(value)
+def describe(text: str) -> str:
+    """A one-line result's first sentence; the lines of a longer one, joined."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return first_sentence(text)
+    if lines[0].startswith("Result of "):  # "Result of <tool>: 2 fields": its fields say more
+        lines = lines[1:]
+    joined = "; ".join(lines)
+    return joined if len(joined) <= MAX_SUMMARY else joined[: MAX_SUMMARY - 1] + "…"
 
 
 MAX_HELP_LINES = 3
@@ -311,12 +247,7 @@ def first_help_hit(result: Result) -> str | None:
     """The id of search_help_center's best match, or None when it found nothing."""
     if not result.ok:
         return None
-    data = parse_json(result.body)
-    hits = data.get("results") if isinstance(data, dict) else None
-    if not isinstance(hits, list) or not hits or not isinstance(hits[0], dict):
-        return None
-    article_id = hits[0].get("id")
-    return str(article_id) if article_id else None
+    return field_of(result.body, "results[0].id") or None
 
 
 def help_not_found(result: Result, lang: Lang) -> str:
@@ -329,11 +260,11 @@ def help_answer(result: Result, question: str, lang: Lang) -> str:
     """A short answer from the article's own body, naming the article."""
     if not result.ok:
         return help_not_found(result, lang)
-    article = parse_json(result.body)
-    if not isinstance(article, dict) or not isinstance(article.get("body"), str):
+    article = article_of(result.body)
+    if article is None:
         return found(result, lang)
-    title = str(article.get("title") or article.get("id") or "")
-    excerpt = help_excerpt(article["body"], question)
+    title, body = article
+    excerpt = help_excerpt(body, question)
     if not excerpt:
         return say("no_help_article", lang)
     return say("help_answer", lang, title=title, excerpt=excerpt)

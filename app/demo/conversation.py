@@ -30,6 +30,7 @@ IDENTITY_TOOLS = LOOKUP_TOOLS | {"confirm_identity"}
 # How app/tools/identity.py words a guest's lookup (a code was sent, nobody is verified yet).
 CODE_SENT_MARK = "Verification started"
 _USER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_VERIFIED_ID = re.compile(r"User id: ([A-Za-z0-9_.-]{1,64}) \(verified for this conversation\)")
 # The tools that finish each task; once one is called, a later message starts afresh.
 FINAL_TOOL: dict[Intent, tuple[str, ...]] = {
     "status": ("get_order_details", "get_order_status"),
@@ -82,12 +83,16 @@ class Result:
 
     @property
     def user_id(self) -> str | None:
-        """The user id an identity tool answered with; None for anything else (a code sent,
+        """The user id an identity tool answered with ("User id: sara_doe_496 (verified for
+        this conversation)", or the bare id); None for anything else (a code sent,
         "Not verified: ...", an error)."""
+        if self.name not in IDENTITY_TOOLS or not self.ok:
+            return None
         body = self.body
-        if self.name in IDENTITY_TOOLS and self.ok and _USER_ID.fullmatch(body):
-            return body
-        return None
+        labelled = _VERIFIED_ID.fullmatch(body)
+        if labelled:
+            return labelled.group(1)
+        return body if _USER_ID.fullmatch(body) else None
 
     @property
     def code_sent(self) -> bool:

@@ -26,6 +26,7 @@ from app.demo.parsing import (
     wants_everything,
     weight_in,
 )
+from app.demo.reading import field_of, order_of
 from app.demo.texts import Lang, say
 
 log = structlog.get_logger(__name__)
@@ -204,12 +205,11 @@ def _after_identity(conversation: Conversation, result: Result) -> Reply:
 
 def _after_order_status(conversation: Conversation, result: Result) -> Reply:
     lang = conversation.lang
-    order = answers.parse_json(result.body) if result.ok else None
-    if not isinstance(order, dict) or "status" not in order:
+    status = field_of(result.body, "status") if result.ok else None
+    if status is None:
         return Reply.say(say("no_order_match", lang))
-    return Reply.say(
-        say("status_only", lang, order_id=order.get("order_id", ""), status=order["status"])
-    )
+    order_id = field_of(result.body, "order_id") or ""
+    return Reply.say(say("status_only", lang, order_id=order_id, status=status))
 
 
 def _after_order_details(conversation: Conversation, result: Result) -> Reply:
@@ -222,32 +222,27 @@ def _after_order_details(conversation: Conversation, result: Result) -> Reply:
 def _return_items(task: Task, result: Result, lang: Lang) -> Reply:
     if not result.ok:
         return Reply.say(say("lookup_failed", lang, problem=answers.problem(result)))
-    order = answers.parse_json(result.body)
-    if not isinstance(order, dict):
+    order = order_of(result.body)
+    if order is None:
         return Reply.say(answers.found(result, lang))
-    order_id = str(order.get("order_id") or result.args.get("order_id") or "")
-    status = str(order.get("status", ""))
-    if status != "delivered":
-        return Reply.say(say("not_returnable", lang, order_id=order_id, status=status))
-    items = answers.order_items(order)
+    order_id = order.order_id or str(result.args.get("order_id") or "")
+    if order.status != "delivered":
+        return Reply.say(say("not_returnable", lang, order_id=order_id, status=order.status))
+    items = order.items
 
     def chosen_in(text: str) -> list[str] | None:
-        ids = [str(i.get("item_id")) for i in items]
+        ids = [i.item_id for i in items]
         if wants_everything(text):
             return ids
-        named = [
-            str(i.get("item_id"))
-            for i in items
-            if str(i.get("name", "")).lower() in text.lower() and i.get("name")
-        ]
+        named = [i.item_id for i in items if i.name and i.name.lower() in text.lower()]
         picked = [i for i in item_ids_in(text) if i in ids] + named
         return list(dict.fromkeys(picked)) or None
 
     chosen = task.find(chosen_in)
     if not chosen:
-        listing = ", ".join(f"{answers.item_label(i)} [{i.get('item_id')}]" for i in items)
+        listing = ", ".join(f"{i.label} [{i.item_id}]" for i in items)
         return Reply.say(say("ask_return_items", lang, order_id=order_id, items=listing))
-    method = _original_payment(order)
+    method = next((p.method for p in order.payments if p.kind == "payment"), None)
     if method is None:
         return Reply.say(say("failed", lang, problem="no original payment method was found."))
     if chosen_in(task.opening) is not None or task.confirmed:
@@ -257,25 +252,17 @@ def _return_items(task: Task, result: Result, lang: Lang) -> Reply:
             item_ids=chosen,
             payment_method_id=method,
         )
-    picked = [i for i in items if str(i.get("item_id")) in chosen]
+    picked = [i for i in items if i.item_id in chosen]
     return Reply.say(
         say(
             "confirm_return",
             lang,
-            items=", ".join(str(i.get("name")) for i in picked),
+            items=", ".join(i.name for i in picked),
             order_id=order_id,
             amount=answers.money(answers.items_total(picked)),
             method=method,
         )
     )
-
-
-def _original_payment(order: dict[str, object]) -> str | None:
-    history = order.get("payment_history")
-    for entry in history if isinstance(history, list) else []:
-        if isinstance(entry, dict) and entry.get("transaction_type") == "payment":
-            return str(entry.get("payment_method_id"))
-    return None
 
 
 def _after_help_search(conversation: Conversation, result: Result) -> Reply:

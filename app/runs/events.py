@@ -16,9 +16,9 @@ from langchain_core.messages import (
 
 from app.agent.model_view import text_of
 from app.agent.nodes import TOKEN_KEY
-from app.agent.react_protocol import FinalAnswerFilter
 from app.runs.stream import Interrupted, StreamEvent, Token, ToolCalled, ToolResult
 from app.runs.views import shorten
+from app.tools.results import artifact_of
 
 TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})
 
@@ -50,21 +50,17 @@ class TurnRecorder:
     cache_misses: int = 0
     tool_errors: int = 0
     tool_oks: int = 0
-    # TOOL_CALLING=react: only the Final Answer part of the model's text is the customer's
+    # Unused: with TOOL_CALLING=react the model adapter (app/agent/text_protocol.py) already
+    # streams only the customer's text. Kept until the run service stops passing it.
     text_protocol: bool = False
-    filters: dict[str, FinalAnswerFilter] = field(default_factory=dict)
     pending: list[dict[str, Any]] | None = None
     citations: list[dict[str, Any]] = field(default_factory=list)
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[StreamEvent]:
         if mode == "custom":  # the agent's answer text, as the model streams it
-            if isinstance(chunk, dict) and isinstance(chunk.get(TOKEN_KEY), str):
-                text = chunk[TOKEN_KEY]
-                if self.text_protocol:
-                    key = str(chunk.get("message_id") or "")
-                    text = self.filters.setdefault(key, FinalAnswerFilter()).feed(text)
-                if text:
-                    yield Token(text=text)
+            text = chunk.get(TOKEN_KEY) if isinstance(chunk, dict) else None
+            if isinstance(text, str) and text:
+                yield Token(text=text)
             return
         if mode != "updates" or not isinstance(chunk, dict):
             return
@@ -89,9 +85,6 @@ class TurnRecorder:
                 self.added[message.id] = message
                 if node == "agent" and isinstance(message, AIMessage):
                     self._count_usage(message)
-                    pending = self.filters.pop(message.id or "", None)
-                    if pending is not None and (rest := pending.flush()):
-                        yield Token(text=rest)
                     for call in message.tool_calls:
                         yield ToolCalled(id=call["id"], name=call["name"], args=call["args"])
                 elif node in TOOL_NODES and isinstance(message, ToolMessage):
@@ -121,7 +114,7 @@ class TurnRecorder:
             self.output_tokens += int(usage.get("output_tokens", 0))
 
     def _count_cache(self, message: ToolMessage) -> None:
-        marker = message.additional_kwargs.get("cache")
+        marker = artifact_of(message).get("cache")
         self.cache_hits += marker == "hit"
         self.cache_misses += marker == "miss"
 

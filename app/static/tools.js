@@ -1,4 +1,7 @@
-// Friendly one-line descriptions of tool activity, and compact summaries of results.
+// Friendly one-line descriptions of tool activity (the labels come from the tool specs),
+// and compact summaries of results.
+
+import { TOOL_LABELS } from "./tool-labels.js";
 
 const orderRef = (args) => {
   const id = String(args?.order_id ?? "").trim();
@@ -6,42 +9,18 @@ const orderRef = (args) => {
   return `order ${id.startsWith("#") ? id : `#${id}`}`;
 };
 
-const LABELS = {
-  find_user_id_by_email: () => "Looking up your account …",
-  find_user_id_by_name_zip: () => "Looking up your account …",
-  confirm_identity: () => "Checking your code …",
-  get_order_status: (a) => `Checking the status of ${orderRef(a)} …`,
-  get_user_details: () => "Fetching your account details …",
-  get_order_details: (a) => `Looking up ${orderRef(a)} …`,
-  get_product_details: (a) =>
-    a?.product_id ? `Looking up product ${a.product_id} …` : "Looking up a product …",
-  list_all_product_types: () => "Browsing the catalogue …",
-  calculate: () => "Calculating …",
-  calc_shipping: () => "Estimating shipping …",
-  think: () => "Thinking …",
-  cancel_pending_order: (a) => `Cancelling ${orderRef(a)} …`,
-  modify_pending_order_address: (a) => `Changing the address of ${orderRef(a)} …`,
-  modify_pending_order_items: (a) => `Changing items in ${orderRef(a)} …`,
-  modify_pending_order_payment: (a) => `Changing the payment of ${orderRef(a)} …`,
-  modify_user_address: () => "Updating your address …",
-  return_delivered_order_items: (a) => `Requesting a return for ${orderRef(a)} …`,
-  exchange_delivered_order_items: (a) => `Requesting an exchange for ${orderRef(a)} …`,
-  transfer_to_human_agents: () => "Handing over to a human agent …",
-  search_help_center: () => "Searching the help centre …",
-  get_help_article: () => "Reading a help article …",
-  remember_preference: () => "Noting your preference …",
-};
-
+/** The spec's label with its `{order}` and `{argument}` places filled in. */
 export function toolLabel(name, args) {
-  const label = LABELS[name];
-  if (label) {
-    try {
-      return label(args || {});
-    } catch {
-      /* odd arguments: fall through to the generic line */
-    }
-  }
-  return `Running ${name || "a tool"} …`;
+  const spec = Object.hasOwn(TOOL_LABELS, name) ? TOOL_LABELS[name] : null;
+  if (!spec) return `Running ${name || "a tool"} …`;
+  let missing = false;
+  const label = spec.label.replace(/\{(\w+)\}/g, (_, key) => {
+    if (key === "order") return orderRef(args);
+    const value = args?.[key];
+    if (value === undefined || value === null || String(value).trim() === "") missing = true;
+    return String(value ?? "");
+  });
+  return missing ? spec.fallback ?? `Running ${name} …` : label;
 }
 
 /** {kind: "ok"|"error"|"declined", text} for the collapsed line of a tool result. */

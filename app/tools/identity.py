@@ -3,29 +3,27 @@ their profile, and the one status-only order lookup a guest may make unverified.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool
-from langgraph.types import Command
-from psycopg_pool import AsyncConnectionPool
 from pydantic import Field
 
 from app.db.repository import ShopRepository
-from app.jsontext import compact_json
-from app.notify.codes import IdentityCodes
-from app.tools.base import make_tool
+from app.db.writes import WriteOutcome
+from app.tools import summaries
 from app.tools.order_actions import user_address_action
-from app.tools.render import customer_json
+from app.tools.render import customer_found, customer_outcome, customer_view
+from app.tools.results import Observation, error, found
 from app.tools.scope import (
     MAX_ID_CHARS,
-    NOT_VERIFIED,
     Runtime,
     context_of,
     conversation_customer,
+    not_verified,
     user_not_found,
 )
 from app.tools.snapshot import read_snapshot
+from app.tools.spec import Confirm, ToolDeps, read_tool, write_tool
+from app.tools.text import generic_lines
 from app.tools.writing import run_write
 
 USER_NOT_FOUND = "Error: user not found"
@@ -113,171 +111,192 @@ Zip = Annotated[
 ]
 
 
-def verified(runtime: Runtime, tool_name: str, user_id: str) -> Command[Any]:
+def verified(user_id: str, *, labelled: bool = False) -> Observation:
     """The conversation's customer, written to state (only the identity tools do this)."""
-    message = ToolMessage(content=user_id, tool_call_id=runtime.tool_call_id or "", name=tool_name)
-    return Command(update={"verified_user_id": user_id, "messages": [message]})
+    return found(
+        user_id,
+        (lambda v: f"User id: {v} (verified for this conversation)") if labelled else None,
+        ids={"customer": [user_id]},
+        changes={"verified_user_id": user_id},
+    )
 
 
-def only_said(runtime: Runtime, tool_name: str, text: str) -> Command[Any]:
-    """A result as a Command: never served from the tool cache, so each call is checked."""
-    message = ToolMessage(content=text, tool_call_id=runtime.tool_call_id or "", name=tool_name)
-    return Command(update={"messages": [message]})
+async def located(deps: ToolDeps, runtime: Runtime, matches: list[str]) -> Observation:
+    """A verified conversation resolves only to its own customer. A guest's lookup starts a
+    code, and answers the same whatever it matched."""
+    context = context_of(runtime)
+    if context is None:
+        return error("not_found", USER_NOT_FOUND)
+    bound = conversation_customer(runtime)
+    if bound is not None:
+        if bound in matches:
+            return verified(bound, labelled=True)
+        return error("refused", ALREADY_VERIFIED)
+    started = await deps.codes.start(
+        thread_id=context.thread_id,
+        requested_by=context.user_id,
+        customer_id=matches[0] if len(matches) == 1 else None,
+    )
+    if not started:
+        return error("refused", TOO_MANY_CODES)
+    return found(CODE_SENT.format(digits=6, minutes=deps.codes.policy.minutes))
 
 
-def identity_read_tools(pool: AsyncConnectionPool[Any], codes: IdentityCodes) -> list[BaseTool]:
-    code_sent = CODE_SENT.format(digits=6, minutes=codes.policy.minutes)
+# The lookups and the code are never served from the cache: each call starts or checks a
+# code, or writes the verified customer to state.
+@read_tool(label="Looking up your account …", cacheable=False)
+async def find_user_id_by_email(deps: ToolDeps, email: Email, runtime: Runtime) -> Observation:
+    """Find the customer by email. Use this first, even if they told you their user id.
 
-    async def located(runtime: Runtime, tool_name: str, matches: list[str]) -> str | Command[Any]:
-        """A verified conversation resolves only to its own customer. A guest's lookup
-        starts a code, and answers the same whatever it matched."""
-        context = context_of(runtime)
-        if context is None:
-            return USER_NOT_FOUND
-        bound = conversation_customer(runtime)
-        if bound is not None:
-            return verified(runtime, tool_name, bound) if bound in matches else ALREADY_VERIFIED
-        started = await codes.start(
-            thread_id=context.thread_id,
-            requested_by=context.user_id,
-            customer_id=matches[0] if len(matches) == 1 else None,
+    For a signed-in or verified customer, returns their user id. For a guest, it starts
+    verification: a one-time code is emailed to the address on the account, and the
+    answer is the same whether or not the email belongs to anyone. Then ask the customer
+    for the code and call confirm_identity. A conversation serves one customer: once
+    verified, a lookup of anyone else fails.
+    """
+    async with read_snapshot(deps.pool) as conn:
+        matches = await ShopRepository(conn).find_customer_ids_by_email(email)
+    return await located(deps, runtime, matches)
+
+
+@read_tool(label="Looking up your account …", cacheable=False)
+async def find_user_id_by_name_zip(
+    deps: ToolDeps,
+    first_name: Annotated[
+        str, Field(description="The first name of the customer, such as 'John'.")
+    ],
+    last_name: Annotated[str, Field(description="The last name of the customer, such as 'Doe'.")],
+    zip: Annotated[str, Field(description="The zip code of the customer, such as '12345'.")],
+    runtime: Runtime,
+) -> Observation:
+    """Find the customer by first name, last name and zip code.
+
+    Look customers up by email first (find_user_id_by_email); use this only when they
+    cannot be found by email or do not remember it. Works like find_user_id_by_email:
+    for a guest it starts verification with a code emailed to the address on the
+    account. Once a customer is verified, a lookup of anyone else fails.
+    """
+    async with read_snapshot(deps.pool) as conn:
+        repo = ShopRepository(conn)
+        matches = await repo.find_customer_ids_by_name_zip(first_name, last_name, zip)
+    return await located(deps, runtime, matches)
+
+
+@read_tool(label="Checking your code …", cacheable=False)
+async def confirm_identity(deps: ToolDeps, code: Code, runtime: Runtime) -> Observation:
+    """Finish verifying a guest with the one-time code that find_user_id_by_email (or
+    find_user_id_by_name_zip) emailed to the customer.
+
+    Call it only with a code the customer typed in this conversation; never guess one.
+    Returns the verified user id, or "Not verified: ..." with what to do next.
+    """
+    context = context_of(runtime)
+    if context is None:
+        return error("not_found", USER_NOT_FOUND)
+    bound = conversation_customer(runtime)
+    if bound is not None:
+        return found(NO_CODE_NEEDED.format(user_id=bound))
+    check = await deps.codes.confirm(thread_id=context.thread_id, code=code)
+    if check.customer_id is not None:
+        return verified(check.customer_id)
+    if not check.active:
+        return found(NO_CODE)
+    return found(
+        WRONG_CODE.format(left=check.attempts_left) if check.attempts_left else NO_ATTEMPTS
+    )
+
+
+@read_tool(label="Fetching your account details …")
+async def get_user_details(deps: ToolDeps, user_id: UserId, runtime: Runtime) -> Observation:
+    """Get the details of the verified customer: name, default address, email, payment
+    methods (with gift card balances) and the ids of their orders.
+
+    Only works for the customer verified in this conversation. Use get_order_details for
+    an order's contents.
+    """
+    customer_id = conversation_customer(runtime)
+    if customer_id is None:
+        return not_verified()
+    if user_id != customer_id:
+        return error("not_found", f"Error: {user_not_found(user_id)}")
+    async with read_snapshot(deps.pool) as conn:
+        customer = await ShopRepository(conn).get_customer(customer_id)
+    if customer is None:
+        return error("not_found", f"Error: {user_not_found(user_id)}")
+    return customer_found(customer_view(customer))
+
+
+@read_tool(label="Checking the status of {order} …")
+async def get_order_status(
+    deps: ToolDeps, order_id: OrderId, email: Email, runtime: Runtime
+) -> Observation:
+    """Only the status of one order, for anyone who gives both its order id and the
+    email address on its account, as a "track my order" page does: no verification.
+
+    Returns {"order_id", "status"} and nothing else, or the same "no match" error
+    whether the order does not exist or the email is not its customer's. For the
+    order's details or any change, verify the customer and use get_order_details.
+    """
+    async with read_snapshot(deps.pool) as conn:
+        cur = await conn.execute(
+            "SELECT o.id, o.status FROM orders o JOIN customers c ON c.id = o.customer_id "
+            "WHERE o.id = %s AND lower(c.email) = lower(%s)",
+            (order_id.strip(), email.strip()),
         )
-        return code_sent if started else TOO_MANY_CODES
-
-    async def find_user_id_by_email(email: Email, runtime: Runtime) -> str | Command[Any]:
-        """Find the customer by email. Use this first, even if they told you their user id.
-
-        For a signed-in or verified customer, returns their user id. For a guest, it starts
-        verification: a one-time code is emailed to the address on the account, and the
-        answer is the same whether or not the email belongs to anyone. Then ask the customer
-        for the code and call confirm_identity. A conversation serves one customer: once
-        verified, a lookup of anyone else fails.
-        """
-        async with read_snapshot(pool) as conn:
-            matches = await ShopRepository(conn).find_customer_ids_by_email(email)
-        return await located(runtime, "find_user_id_by_email", matches)
-
-    async def find_user_id_by_name_zip(
-        first_name: Annotated[
-            str, Field(description="The first name of the customer, such as 'John'.")
-        ],
-        last_name: Annotated[
-            str, Field(description="The last name of the customer, such as 'Doe'.")
-        ],
-        zip: Annotated[str, Field(description="The zip code of the customer, such as '12345'.")],
-        runtime: Runtime,
-    ) -> str | Command[Any]:
-        """Find the customer by first name, last name and zip code.
-
-        Look customers up by email first (find_user_id_by_email); use this only when they
-        cannot be found by email or do not remember it. Works like find_user_id_by_email:
-        for a guest it starts verification with a code emailed to the address on the
-        account. Once a customer is verified, a lookup of anyone else fails.
-        """
-        async with read_snapshot(pool) as conn:
-            repo = ShopRepository(conn)
-            matches = await repo.find_customer_ids_by_name_zip(first_name, last_name, zip)
-        return await located(runtime, "find_user_id_by_name_zip", matches)
-
-    async def confirm_identity(code: Code, runtime: Runtime) -> str | Command[Any]:
-        """Finish verifying a guest with the one-time code that find_user_id_by_email (or
-        find_user_id_by_name_zip) emailed to the customer.
-
-        Call it only with a code the customer typed in this conversation; never guess one.
-        Returns the verified user id, or "Not verified: ..." with what to do next.
-        """
-        context = context_of(runtime)
-        if context is None:
-            return USER_NOT_FOUND
-        bound = conversation_customer(runtime)
-        if bound is not None:
-            return NO_CODE_NEEDED.format(user_id=bound)
-        check = await codes.confirm(thread_id=context.thread_id, code=code)
-        if check.customer_id is not None:
-            return verified(runtime, "confirm_identity", check.customer_id)
-        if not check.active:
-            return only_said(runtime, "confirm_identity", NO_CODE)
-        text = WRONG_CODE.format(left=check.attempts_left) if check.attempts_left else NO_ATTEMPTS
-        return only_said(runtime, "confirm_identity", text)
-
-    async def get_user_details(user_id: UserId, runtime: Runtime) -> str:
-        """Get the details of the verified customer: name, default address, email, payment
-        methods (with gift card balances) and the ids of their orders.
-
-        Only works for the customer verified in this conversation. Use get_order_details for
-        an order's contents.
-        """
-        customer_id = conversation_customer(runtime)
-        if customer_id is None:
-            return NOT_VERIFIED
-        if user_id != customer_id:
-            return f"Error: {user_not_found(user_id)}"
-        async with read_snapshot(pool) as conn:
-            customer = await ShopRepository(conn).get_customer(customer_id)
-        if customer is None:
-            return f"Error: {user_not_found(user_id)}"
-        return customer_json(customer)
-
-    async def get_order_status(order_id: OrderId, email: Email, runtime: Runtime) -> str:
-        """Only the status of one order, for anyone who gives both its order id and the
-        email address on its account, as a "track my order" page does: no verification.
-
-        Returns {"order_id", "status"} and nothing else, or the same "no match" error
-        whether the order does not exist or the email is not its customer's. For the
-        order's details or any change, verify the customer and use get_order_details.
-        """
-        async with read_snapshot(pool) as conn:
-            cur = await conn.execute(
-                "SELECT o.id, o.status FROM orders o JOIN customers c ON c.id = o.customer_id "
-                "WHERE o.id = %s AND lower(c.email) = lower(%s)",
-                (order_id.strip(), email.strip()),
-            )
-            row = await cur.fetchone()
-        if row is None:
-            return NO_ORDER_MATCH
-        return compact_json({"order_id": row["id"], "status": row["status"]})
-
-    return [
-        make_tool("find_user_id_by_email", find_user_id_by_email),
-        make_tool("find_user_id_by_name_zip", find_user_id_by_name_zip),
-        make_tool("confirm_identity", confirm_identity),
-        make_tool("get_user_details", get_user_details),
-        make_tool("get_order_status", get_order_status),
-    ]
+        row = await cur.fetchone()
+    if row is None:
+        return error("not_found", NO_ORDER_MATCH)
+    return found(
+        {"order_id": row["id"], "status": row["status"]},
+        lambda value: generic_lines("get_order_status", value),
+        ids={"order": [row["id"]]},
+    )
 
 
-def identity_write_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
-    async def modify_user_address(
-        user_id: UserId,
-        address1: Address1,
-        address2: Address2,
-        city: City,
-        state: State,
-        country: Country,
-        zip: Zip,
-        runtime: Runtime,
-    ) -> str:
-        """Change the default address of the verified customer (their profile, not an order).
+@write_tool(
+    label="Updating your address …",
+    confirm=Confirm("Change the default address of user {user_id}", args=summaries.user_address),
+    outcome=customer_outcome,
+)
+async def modify_user_address(
+    deps: ToolDeps,
+    user_id: UserId,
+    address1: Address1,
+    address2: Address2,
+    city: City,
+    state: State,
+    country: Country,
+    zip: Zip,
+    runtime: Runtime,
+) -> WriteOutcome | Observation:
+    """Change the default address of the verified customer (their profile, not an order).
 
-        To change where a pending order ships, use modify_pending_order_address instead.
-        Before calling, tell the customer the full new address and get their explicit yes.
-        Returns the updated user details.
-        """
-        fields = {
-            "address1": address1,
-            "address2": address2,
-            "city": city,
-            "state": state,
-            "country": country,
-            "zip": zip,
-        }
-        outcome = await run_write(
-            pool,
-            runtime,
-            tool_name="modify_user_address",
-            args={"user_id": user_id, **fields},
-            action_for=lambda customer_id: user_address_action(customer_id, user_id, fields),
-        )
-        return outcome.text
+    To change where a pending order ships, use modify_pending_order_address instead.
+    Before calling, tell the customer the full new address and get their explicit yes.
+    Returns the updated user details.
+    """
+    fields = {
+        "address1": address1,
+        "address2": address2,
+        "city": city,
+        "state": state,
+        "country": country,
+        "zip": zip,
+    }
+    return await run_write(
+        deps.pool,
+        runtime,
+        tool_name="modify_user_address",
+        args={"user_id": user_id, **fields},
+        action_for=lambda customer_id: user_address_action(customer_id, user_id, fields),
+    )
 
-    return [make_tool("modify_user_address", modify_user_address)]
+
+TOOLS = (
+    find_user_id_by_email,
+    find_user_id_by_name_zip,
+    confirm_identity,
+    get_user_details,
+    get_order_status,
+    modify_user_address,
+)

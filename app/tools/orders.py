@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from langchain_core.tools import BaseTool
-from psycopg_pool import AsyncConnectionPool
 from pydantic import Field
 
 from app.db.repository import ShopRepository
+from app.db.writes import WriteOutcome
 from app.tools import order_actions as actions
-from app.tools.base import make_tool
+from app.tools import summaries
 from app.tools.identity import Address1, Address2, City, Country, State, Zip
-from app.tools.render import order_json
+from app.tools.render import order_found, order_outcome, order_view
+from app.tools.results import Observation, error
 from app.tools.scope import (
     MAX_ID_CHARS,
-    NOT_VERIFIED,
     Runtime,
     conversation_customer,
+    not_verified,
     order_not_found,
 )
 from app.tools.snapshot import read_snapshot
+from app.tools.spec import Confirm, ToolDeps, read_tool, write_tool
 from app.tools.writing import run_write
 
 MAX_ITEMS = 50
@@ -61,137 +62,160 @@ PaymentMethodId = Annotated[
 CancelReason = Literal["no longer needed", "ordered by mistake"]
 
 
-def order_read_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
-    async def get_order_details(order_id: OrderId, runtime: Runtime) -> str:
-        """Get the status and details of one of the verified customer's orders: items with
-        item ids, prices and options, shipping address, fulfillments and payment history."""
-        customer_id = conversation_customer(runtime)
-        if customer_id is None:
-            return NOT_VERIFIED
-        async with read_snapshot(pool) as conn:
-            order = await ShopRepository(conn).get_order(order_id)
-        if order is None or order.customer_id != customer_id:
-            return f"Error: {order_not_found(order_id)}"
-        return order_json(order)
-
-    return [make_tool("get_order_details", get_order_details)]
+@read_tool(label="Looking up {order} …")
+async def get_order_details(deps: ToolDeps, order_id: OrderId, runtime: Runtime) -> Observation:
+    """Get the status and details of one of the verified customer's orders: items with
+    item ids, prices and options, shipping address, fulfillments and payment history."""
+    customer_id = conversation_customer(runtime)
+    if customer_id is None:
+        return not_verified()
+    async with read_snapshot(deps.pool) as conn:
+        order = await ShopRepository(conn).get_order(order_id)
+    if order is None or order.customer_id != customer_id:
+        return error("not_found", f"Error: {order_not_found(order_id)}")
+    return order_found(order_view(order))
 
 
-def order_write_tools(pool: AsyncConnectionPool[Any]) -> list[BaseTool]:
-    async def cancel_pending_order(
-        order_id: OrderId,
-        reason: Annotated[
-            CancelReason,
-            Field(description="Why: exactly 'no longer needed' or 'ordered by mistake'."),
-        ],
-        runtime: Runtime,
-    ) -> str:
-        """Cancel a pending order. Processed or delivered orders cannot be cancelled.
+@write_tool(
+    label="Cancelling {order} …",
+    confirm=Confirm("Cancel order {order_id}", order=summaries.cancel),
+    outcome=order_outcome,
+)
+async def cancel_pending_order(
+    deps: ToolDeps,
+    order_id: OrderId,
+    reason: Annotated[
+        CancelReason,
+        Field(description="Why: exactly 'no longer needed' or 'ordered by mistake'."),
+    ],
+    runtime: Runtime,
+) -> WriteOutcome | Observation:
+    """Cancel a pending order. Processed or delivered orders cannot be cancelled.
 
-        Before calling, explain the cancellation (which order, the refund) and get the
-        customer's explicit yes. Every payment is refunded to the method it came from: a
-        gift card gets its money back at once, other methods in 5-7 business days. Returns
-        the updated order.
-        """
-        outcome = await run_write(
-            pool,
-            runtime,
-            tool_name="cancel_pending_order",
-            args={"order_id": order_id, "reason": reason},
-            action_for=lambda c: actions.order_action(c, order_id, actions.cancel(reason)),
-        )
-        return outcome.text
+    Before calling, explain the cancellation (which order, the refund) and get the
+    customer's explicit yes. Every payment is refunded to the method it came from: a
+    gift card gets its money back at once, other methods in 5-7 business days. Returns
+    the updated order.
+    """
+    return await run_write(
+        deps.pool,
+        runtime,
+        tool_name="cancel_pending_order",
+        args={"order_id": order_id, "reason": reason},
+        action_for=lambda c: actions.order_action(c, order_id, actions.cancel(reason)),
+    )
 
-    async def modify_pending_order_address(
-        order_id: OrderId,
-        address1: Address1,
-        address2: Address2,
-        city: City,
-        state: State,
-        country: Country,
-        zip: Zip,
-        runtime: Runtime,
-    ) -> str:
-        """Change the shipping address of a pending order.
 
-        For the customer's default (profile) address use modify_user_address instead. Before
-        calling, tell the customer the full new address and get their explicit yes. Returns
-        the updated order.
-        """
-        fields = {
-            "address1": address1,
-            "address2": address2,
-            "city": city,
-            "state": state,
-            "country": country,
-            "zip": zip,
-        }
-        outcome = await run_write(
-            pool,
-            runtime,
-            tool_name="modify_pending_order_address",
-            args={"order_id": order_id, **fields},
-            action_for=lambda c: actions.order_action(c, order_id, actions.change_address(fields)),
-        )
-        return outcome.text
+@write_tool(
+    label="Changing the address of {order} …",
+    confirm=Confirm("Change the address of order {order_id}", order=summaries.order_address),
+    outcome=order_outcome,
+)
+async def modify_pending_order_address(
+    deps: ToolDeps,
+    order_id: OrderId,
+    address1: Address1,
+    address2: Address2,
+    city: City,
+    state: State,
+    country: Country,
+    zip: Zip,
+    runtime: Runtime,
+) -> WriteOutcome | Observation:
+    """Change the shipping address of a pending order.
 
-    async def modify_pending_order_items(
-        order_id: OrderId,
-        item_ids: ItemIds,
-        new_item_ids: NewItemIds,
-        payment_method_id: PaymentMethodId,
-        runtime: Runtime,
-    ) -> str:
-        """Swap items of a pending order for other options of the same product (for example
-        another size or color). This can be done only once per order: afterwards its status
-        is 'pending (item modified)' and no further change is possible, so collect every item
-        to change first.
+    For the customer's default (profile) address use modify_user_address instead. Before
+    calling, tell the customer the full new address and get their explicit yes. Returns
+    the updated order.
+    """
+    fields = {
+        "address1": address1,
+        "address2": address2,
+        "city": city,
+        "state": state,
+        "country": country,
+        "zip": zip,
+    }
+    return await run_write(
+        deps.pool,
+        runtime,
+        tool_name="modify_pending_order_address",
+        args={"order_id": order_id, **fields},
+        action_for=lambda c: actions.order_action(c, order_id, actions.change_address(fields)),
+    )
 
-        Look up the new item ids with get_product_details. The price difference is charged
-        to, or refunded to, payment_method_id; a gift card must hold enough to pay. Before
-        calling, explain the changes and the price difference and get the customer's
-        explicit yes. Returns the updated order.
-        """
-        outcome = await run_write(
-            pool,
-            runtime,
-            tool_name="modify_pending_order_items",
-            args={
-                "order_id": order_id,
-                "item_ids": item_ids,
-                "new_item_ids": new_item_ids,
-                "payment_method_id": payment_method_id,
-            },
-            action_for=lambda c: actions.order_action(
-                c, order_id, actions.change_items(item_ids, new_item_ids, payment_method_id)
-            ),
-        )
-        return outcome.text
 
-    async def modify_pending_order_payment(
-        order_id: OrderId, payment_method_id: PaymentMethodId, runtime: Runtime
-    ) -> str:
-        """Pay for a pending order with another of the customer's payment methods.
+@write_tool(
+    label="Changing items in {order} …",
+    confirm=Confirm("Change items in order {order_id}", order=summaries.change_items),
+    outcome=order_outcome,
+)
+async def modify_pending_order_items(
+    deps: ToolDeps,
+    order_id: OrderId,
+    item_ids: ItemIds,
+    new_item_ids: NewItemIds,
+    payment_method_id: PaymentMethodId,
+    runtime: Runtime,
+) -> WriteOutcome | Observation:
+    """Swap items of a pending order for other options of the same product (for example
+    another size or color). This can be done only once per order: afterwards its status
+    is 'pending (item modified)' and no further change is possible, so collect every item
+    to change first.
 
-        The order must have a single payment; the new method is charged and the old one
-        refunded (at once for a gift card, 5-7 business days otherwise). A gift card must
-        hold the full amount. Before calling, explain the change and get the customer's
-        explicit yes. Returns the updated order.
-        """
-        outcome = await run_write(
-            pool,
-            runtime,
-            tool_name="modify_pending_order_payment",
-            args={"order_id": order_id, "payment_method_id": payment_method_id},
-            action_for=lambda c: actions.order_action(
-                c, order_id, actions.change_payment(payment_method_id)
-            ),
-        )
-        return outcome.text
+    Look up the new item ids with get_product_details. The price difference is charged
+    to, or refunded to, payment_method_id; a gift card must hold enough to pay. Before
+    calling, explain the changes and the price difference and get the customer's
+    explicit yes. Returns the updated order.
+    """
+    return await run_write(
+        deps.pool,
+        runtime,
+        tool_name="modify_pending_order_items",
+        args={
+            "order_id": order_id,
+            "item_ids": item_ids,
+            "new_item_ids": new_item_ids,
+            "payment_method_id": payment_method_id,
+        },
+        action_for=lambda c: actions.order_action(
+            c, order_id, actions.change_items(item_ids, new_item_ids, payment_method_id)
+        ),
+    )
 
-    return [
-        make_tool("cancel_pending_order", cancel_pending_order),
-        make_tool("modify_pending_order_address", modify_pending_order_address),
-        make_tool("modify_pending_order_items", modify_pending_order_items),
-        make_tool("modify_pending_order_payment", modify_pending_order_payment),
-    ]
+
+@write_tool(
+    label="Changing the payment of {order} …",
+    confirm=Confirm(
+        "Change the payment method of order {order_id}", order=summaries.change_payment
+    ),
+    outcome=order_outcome,
+)
+async def modify_pending_order_payment(
+    deps: ToolDeps, order_id: OrderId, payment_method_id: PaymentMethodId, runtime: Runtime
+) -> WriteOutcome | Observation:
+    """Pay for a pending order with another of the customer's payment methods.
+
+    The order must have a single payment; the new method is charged and the old one
+    refunded (at once for a gift card, 5-7 business days otherwise). A gift card must
+    hold the full amount. Before calling, explain the change and get the customer's
+    explicit yes. Returns the updated order.
+    """
+    return await run_write(
+        deps.pool,
+        runtime,
+        tool_name="modify_pending_order_payment",
+        args={"order_id": order_id, "payment_method_id": payment_method_id},
+        action_for=lambda c: actions.order_action(
+            c, order_id, actions.change_payment(payment_method_id)
+        ),
+    )
+
+
+TOOLS = (
+    get_order_details,
+    cancel_pending_order,
+    modify_pending_order_address,
+    modify_pending_order_items,
+    modify_pending_order_payment,
+)

@@ -1,39 +1,46 @@
-"""All tools, built around one pool, plus what the graph needs to confirm and repair writes."""
+"""Every tool's spec, the tools built from them around one pool, and what the graph needs to
+confirm and repair writes. A tool is declared once, in its area's module (`TOOLS`); an area
+module is listed once, in `AREAS`."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool
 from psycopg_pool import AsyncConnectionPool
 
-from app.db.writes import recorded_outcome
+from app.db.writes import WriteOutcome
 from app.notify.codes import IdentityCodes, default_identity_codes
-from app.tools.delivered import delivered_write_tools
-from app.tools.handoff import handoff_write_tools
-from app.tools.help import help_read_tools
-from app.tools.identity import identity_read_tools, identity_write_tools
-from app.tools.memory import memory_tools
-from app.tools.orders import order_read_tools, order_write_tools
-from app.tools.products import product_read_tools
-from app.tools.shipping import arithmetic_tools
-from app.tools.summaries import summarize_write
+from app.tools import delivered, handoff, help, identity, memory, orders, products, shipping
+from app.tools.results import ObservationFormat
+from app.tools.spec import ToolDeps, ToolSpec
+from app.tools.summaries import summarize
 
-__all__ = ["WRITE_TOOL_NAMES", "PostgresWriteLedger", "ToolSet", "build_tools", "summarize_write"]
+__all__ = [
+    "SPECS",
+    "WRITE_TOOL_NAMES",
+    "PostgresWriteLedger",
+    "ToolSet",
+    "build_tools",
+    "page_labels",
+    "summarize_write",
+]
 
+AREAS = (identity, orders, products, shipping, help, memory, delivered, handoff)
+# The model sees the reads in the order of AREAS, then the writes in this order of theirs.
+_WRITE_ORDER = (orders, delivered, identity, handoff)
+SPECS: dict[str, ToolSpec] = {
+    **{s.name: s for area in AREAS for s in area.TOOLS if s.access == "read"},
+    **{s.name: s for area in _WRITE_ORDER for s in area.TOOLS if s.access == "write"},
+}
 WRITE_TOOL_NAMES: frozenset[str] = frozenset(
-    {
-        "cancel_pending_order",
-        "modify_pending_order_address",
-        "modify_pending_order_items",
-        "modify_pending_order_payment",
-        "modify_user_address",
-        "return_delivered_order_items",
-        "exchange_delivered_order_items",
-        "transfer_to_human_agents",
-    }
+    name for name, spec in SPECS.items() if spec.access == "write"
 )
+if len(SPECS) != sum(len(area.TOOLS) for area in AREAS):
+    raise RuntimeError("a write tool's area is missing from _WRITE_ORDER, or a name is taken")
 
 
 @dataclass(frozen=True)
@@ -51,18 +58,40 @@ def build_tools(
 ) -> ToolSet:
     """`identity_codes` sends guests their one-time codes; the lifespan passes the configured
     one, and without it codes only reach the outbox and the log."""
-    codes = identity_codes or default_identity_codes(pool)
-    read = [*identity_read_tools(pool, codes), *order_read_tools(pool), *product_read_tools(pool)]
-    read += [*arithmetic_tools(), *help_read_tools(pool), *memory_tools()]
-    write = [
-        *order_write_tools(pool),
-        *delivered_write_tools(pool),
-        *identity_write_tools(pool),
-        *handoff_write_tools(pool),
-    ]
-    if {t.name for t in write} != WRITE_TOOL_NAMES:
-        raise RuntimeError("the write tools and WRITE_TOOL_NAMES disagree")
-    return ToolSet(read=read, write=write)
+    deps = ToolDeps(pool=pool, codes=identity_codes or default_identity_codes(pool))
+    tools = {name: spec.tool(deps) for name, spec in SPECS.items()}
+    return ToolSet(
+        read=[t for name, t in tools.items() if name not in WRITE_TOOL_NAMES],
+        write=[t for name, t in tools.items() if name in WRITE_TOOL_NAMES],
+    )
+
+
+async def summarize_write(
+    pool: AsyncConnectionPool[Any], customer_id: str | None, name: str, args: Mapping[str, Any]
+) -> str:
+    """The confirmation card's line for a pending write (its spec's `Confirm`)."""
+    spec = SPECS.get(name)
+    return await summarize(pool, name, spec.confirm if spec else None, customer_id, args)
+
+
+def page_labels() -> dict[str, dict[str, str]]:
+    """What the page says while each tool runs (app/static/tool-labels.js)."""
+    labels: dict[str, dict[str, str]] = {}
+    for name, spec in SPECS.items():
+        labels[name] = {"label": spec.label}
+        if spec.label_fallback:
+            labels[name]["fallback"] = spec.label_fallback
+    return labels
+
+
+def page_labels_module() -> str:
+    """app/static/tool-labels.js, generated: `python -m app.tools.labels` writes it."""
+    body = json.dumps(page_labels(), indent=2, ensure_ascii=False)
+    return (
+        "// Generated from the tool specs (app/tools/*.py) by `python -m app.tools.labels`;\n"
+        "// do not edit. `{order}` reads 'order #W…', any other `{name}` the argument.\n"
+        f"export const TOOL_LABELS = {body};\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -74,5 +103,25 @@ class PostgresWriteLedger:
     async def summarize(self, customer_id: str | None, name: str, args: dict[str, Any]) -> str:
         return await summarize_write(self.pool, customer_id, name, args)
 
-    async def recorded_outcome(self, idempotency_key: str) -> str | None:
-        return await recorded_outcome(self.pool, idempotency_key)
+    async def recorded_result(
+        self,
+        idempotency_key: str,
+        *,
+        name: str,
+        args: Mapping[str, Any],
+        customer_id: str | None,
+        observation_format: ObservationFormat,
+    ) -> tuple[str, Any] | None:
+        """The result a write with this key gave, rebuilt from its record by the tool's own
+        spec: (content, artifact), or None when it never ran."""
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s",
+                (idempotency_key,),
+            )
+            row = await cursor.fetchone()
+        spec = SPECS.get(name)
+        if row is None or spec is None:
+            return None
+        outcome = WriteOutcome(bool(row["ok"]), str(row["outcome"]), replayed=True)
+        return spec.observed(spec.outcome(outcome), args, customer_id, observation_format)

@@ -1,11 +1,18 @@
-"""Domain values as the tau-bench retail JSON objects the model reads."""
+"""Domain values as the tau-bench retail JSON objects, the ids each one is about, and the
+observations the tools make of them."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
+from app.db.writes import WriteOutcome
 from app.domain.models import Address, Customer, Order, PaymentMethod, Product
 from app.jsontext import compact_json
+from app.tools.results import Observation, error, found
+from app.tools.text import customer_lines, order_lines, product_lines
 
 
 def address_view(a: Address) -> dict[str, str]:
@@ -100,6 +107,7 @@ def product_view(p: Product) -> dict[str, Any]:
 
 
 def order_json(o: Order) -> str:
+    """What a write records (and a replay of it shows)."""
     return compact_json(order_view(o))
 
 
@@ -107,5 +115,63 @@ def customer_json(c: Customer) -> str:
     return compact_json(customer_view(c))
 
 
-def product_json(p: Product) -> str:
-    return compact_json(product_view(p))
+def order_ids(view: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The order, its customer, the payment methods it was paid or refunded with, and the
+    products of its items."""
+    return {
+        "order": [view.get("order_id")],
+        "customer": [view.get("user_id")],
+        "payment_method": [_field(t, "payment_method_id") for t in _each(view, "payment_history")],
+        "product": [_field(i, "product_id") for i in _each(view, "items")],
+    }
+
+
+def customer_ids(view: Mapping[str, Any]) -> dict[str, list[str]]:
+    methods = view.get("payment_methods")
+    return {
+        "customer": [view.get("user_id")],
+        "payment_method": list(methods) if isinstance(methods, Mapping) else [],
+    }
+
+
+def order_found(view: Mapping[str, Any]) -> Observation:
+    return found(view, order_lines, ids=order_ids(view))
+
+
+def customer_found(view: Mapping[str, Any]) -> Observation:
+    return found(view, customer_lines, ids=customer_ids(view))
+
+
+def product_found(p: Product) -> Observation:
+    return found(product_view(p), product_lines, ids={"product": [p.id]})
+
+
+def order_outcome(outcome: WriteOutcome) -> Observation:
+    """An order write, fresh or recorded: the order as it was saved."""
+    return _recorded(outcome, order_found)
+
+
+def customer_outcome(outcome: WriteOutcome) -> Observation:
+    return _recorded(outcome, customer_found)
+
+
+def _recorded(outcome: WriteOutcome, observe: Any) -> Observation:
+    if not outcome.ok:
+        return error("refused", outcome.text)
+    try:  # the record is the JSON this module wrote (order_json, customer_json)
+        value = json.loads(outcome.text, parse_float=Decimal)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        return found(outcome.text)
+    observation: Observation = observe(value)
+    return observation
+
+
+def _each(view: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    value = view.get(key)
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _field(value: Mapping[str, Any], key: str) -> Any:
+    return value.get(key)

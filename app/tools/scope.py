@@ -12,6 +12,7 @@ from langgraph.prebuilt import ToolRuntime
 
 from app.identity import AgentContext
 from app.identity import conversation_customer as customer_of
+from app.tools.results import Observation, error
 
 Runtime = ToolRuntime[AgentContext, Any]
 
@@ -25,6 +26,10 @@ NO_CONTEXT = "Error: this conversation has no session; nothing was done."
 MAX_ECHO = 64
 # Longest id a tool argument accepts (user, order, item, product ids are far shorter).
 MAX_ID_CHARS = 64
+
+
+def not_verified() -> Observation:
+    return error("not_verified", NOT_VERIFIED)
 
 
 def clip(text: str) -> str:

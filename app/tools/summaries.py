@@ -1,4 +1,5 @@
-"""One-line, human summaries of pending writes, for the confirmation card."""
+"""One-line, human summaries of pending writes, for the confirmation card: the machinery,
+and the lines of the shop's writes (each write's `Confirm` names its own)."""
 
 from __future__ import annotations
 
@@ -13,61 +14,52 @@ from app.db.repository import ShopRepository
 from app.domain import delivered_orders, pending_orders
 from app.domain.addresses import make_address
 from app.domain.errors import RuleViolation
-from app.domain.models import Address, Customer, Order, Transaction
+from app.domain.models import Address, Customer, Order, Product, Transaction
 from app.tools.scope import clip
 from app.tools.snapshot import read_snapshot
+from app.tools.spec import Confirm
 
 log = structlog.get_logger(__name__)
 
-_GENERIC = {
-    "cancel_pending_order": "Cancel order {order_id}",
-    "modify_pending_order_address": "Change the address of order {order_id}",
-    "modify_pending_order_items": "Change items in order {order_id}",
-    "modify_pending_order_payment": "Change the payment method of order {order_id}",
-    "return_delivered_order_items": "Return items from order {order_id}",
-    "exchange_delivered_order_items": "Exchange items in order {order_id}",
-    "modify_user_address": "Change the default address of user {user_id}",
-    "transfer_to_human_agents": "Transfer the conversation to a human agent",
-}
 
-
-async def summarize_write(
-    pool: AsyncConnectionPool[Any], customer_id: str | None, name: str, args: Mapping[str, Any]
+async def summarize(
+    pool: AsyncConnectionPool[Any],
+    name: str,
+    confirm: Confirm | None,
+    customer_id: str | None,
+    args: Mapping[str, Any],
 ) -> str:
     """E.g. "Cancel order #W5918442 (4 items, refund 1,463.70 to credit card ending 9212)".
 
-    Never raises: anything unexpected (or another customer's order) gives a generic line.
+    Never raises: anything unexpected (or another customer's order) gives the generic line.
     """
+    if confirm is None:
+        return f"Run {clip(str(name))}"
     try:
-        detailed = await _detailed(pool, customer_id, name, args)
+        detailed = await _detailed(pool, confirm, customer_id, args)
     except (RuleViolation, LookupError, TypeError, ValueError):
         detailed = None  # the write itself will be refused with a precise error
     except Exception:
         log.warning("write summary failed", tool=name, exc_info=True)
         detailed = None
-    return detailed or generic_summary(name, args)
+    return detailed or generic(confirm, args)
 
 
-def generic_summary(name: str, args: Mapping[str, Any]) -> str:
-    template = _GENERIC.get(name)
-    if template is None:
-        return f"Run {clip(str(name))}"
+def generic(confirm: Confirm, args: Mapping[str, Any]) -> str:
     fields = {k: clip(str(args.get(k, "?"))) for k in ("order_id", "user_id")}
-    return template.format(**fields)
+    return confirm.generic.format(**fields)
 
 
 async def _detailed(
-    pool: AsyncConnectionPool[Any], customer_id: str | None, name: str, args: Mapping[str, Any]
+    pool: AsyncConnectionPool[Any],
+    confirm: Confirm,
+    customer_id: str | None,
+    args: Mapping[str, Any],
 ) -> str | None:
-    if name == "transfer_to_human_agents":
-        summary = " ".join(str(args.get("summary", "")).split())
-        return f"Transfer the conversation to a human agent: {clip(summary)}" if summary else None
-    if name == "modify_user_address":
-        if args.get("user_id") != customer_id:
-            return None
-        return f"Change the default address of user {customer_id} to {_address_line(args)}"
+    if confirm.args is not None:
+        return confirm.args(args, customer_id)
     order_id = args.get("order_id")
-    if customer_id is None or not isinstance(order_id, str):
+    if confirm.order is None or customer_id is None or not isinstance(order_id, str):
         return None
     async with read_snapshot(pool) as conn:
         repo = ShopRepository(conn)
@@ -76,56 +68,94 @@ async def _detailed(
         if order is None or customer is None or order.customer_id != customer_id:
             return None
         products = await repo.get_products(i.product_id for i in order.items)
-    return _order_summary(name, args, order, customer, products)
+    return confirm.order(args, order, customer, products)
 
 
-def _order_summary(
-    name: str, args: Mapping[str, Any], order: Order, customer: Customer, products: Any
-) -> str | None:
-    oid = order.id
-    if name == "cancel_pending_order":
-        change = pending_orders.cancel_pending_order(order, customer, args["reason"])
-        refunds = change.order.payment_history[len(order.payment_history) :]
-        return f"Cancel order {oid} ({_count(order.items)}, {_refunds(refunds, customer)})"
-    if name == "modify_pending_order_address":
-        return f"Change the address of order {oid} to {_address_line(args)}"
+# --- the lines of each write (its spec names them) ------------------------------------------
+
+
+def cancel(
+    args: Mapping[str, Any], order: Order, customer: Customer, _: Mapping[str, Product]
+) -> str:
+    change = pending_orders.cancel_pending_order(order, customer, args["reason"])
+    refunds = change.order.payment_history[len(order.payment_history) :]
+    return f"Cancel order {order.id} ({_count(order.items)}, {_refunds(refunds, customer)})"
+
+
+def order_address(
+    args: Mapping[str, Any], order: Order, _c: Customer, _p: Mapping[str, Product]
+) -> str:
+    return f"Change the address of order {order.id} to {_address_line(args)}"
+
+
+def change_payment(
+    args: Mapping[str, Any], order: Order, customer: Customer, _: Mapping[str, Product]
+) -> str:
     method = _method(customer, str(args.get("payment_method_id", "")))
-    if name == "modify_pending_order_payment":
-        change = pending_orders.modify_pending_order_payment(
-            order, customer, args["payment_method_id"]
-        )
-        paid = change.order.payment_history[-1]
-        return (
-            f"Pay for order {oid} ({_money(paid.amount)}) with {method} instead of "
-            f"{_method(customer, paid.payment_method_id)}"
-        )
+    change = pending_orders.modify_pending_order_payment(order, customer, args["payment_method_id"])
+    paid = change.order.payment_history[-1]
+    return (
+        f"Pay for order {order.id} ({_money(paid.amount)}) with {method} instead of "
+        f"{_method(customer, paid.payment_method_id)}"
+    )
+
+
+def change_items(
+    args: Mapping[str, Any], order: Order, customer: Customer, products: Mapping[str, Product]
+) -> str:
+    method = _method(customer, str(args.get("payment_method_id", "")))
     item_ids: Sequence[str] = args["item_ids"]
+    change = pending_orders.modify_pending_order_items(
+        order, customer, products, item_ids, args["new_item_ids"], args["payment_method_id"]
+    )
+    entry = change.order.payment_history[-1]
+    signed = entry.amount if entry.transaction_type == "payment" else -entry.amount
     names = _item_names(order, item_ids)
-    if name == "modify_pending_order_items":
-        change = pending_orders.modify_pending_order_items(
-            order, customer, products, item_ids, args["new_item_ids"], args["payment_method_id"]
-        )
-        entry = change.order.payment_history[-1]
-        signed = entry.amount if entry.transaction_type == "payment" else -entry.amount
-        return f"Change {_count(item_ids)} in order {oid} ({names}; {_settle(signed, method)})"
-    if name == "return_delivered_order_items":
-        delivered_orders.return_delivered_order_items(
-            order, customer, item_ids, args["payment_method_id"]
-        )
-        total = _returned_total(order, item_ids)
-        return (
-            f"Return {_count(item_ids)} from order {oid} ({names}; refund {_money(total)} "
-            f"to {method})"
-        )
-    if name == "exchange_delivered_order_items":
-        change = delivered_orders.exchange_delivered_order_items(
-            order, customer, products, item_ids, args["new_item_ids"], args["payment_method_id"]
-        )
-        difference = change.order.exchange_price_difference or Decimal("0")
-        return (
-            f"Exchange {_count(item_ids)} in order {oid} ({names}; {_settle(difference, method)})"
-        )
-    return None
+    return f"Change {_count(item_ids)} in order {order.id} ({names}; {_settle(signed, method)})"
+
+
+def return_items(
+    args: Mapping[str, Any], order: Order, customer: Customer, _: Mapping[str, Product]
+) -> str:
+    method = _method(customer, str(args.get("payment_method_id", "")))
+    item_ids: Sequence[str] = args["item_ids"]
+    delivered_orders.return_delivered_order_items(
+        order, customer, item_ids, args["payment_method_id"]
+    )
+    total = _returned_total(order, item_ids)
+    return (
+        f"Return {_count(item_ids)} from order {order.id} ({_item_names(order, item_ids)}; "
+        f"refund {_money(total)} to {method})"
+    )
+
+
+def exchange_items(
+    args: Mapping[str, Any], order: Order, customer: Customer, products: Mapping[str, Product]
+) -> str:
+    method = _method(customer, str(args.get("payment_method_id", "")))
+    item_ids: Sequence[str] = args["item_ids"]
+    change = delivered_orders.exchange_delivered_order_items(
+        order, customer, products, item_ids, args["new_item_ids"], args["payment_method_id"]
+    )
+    difference = change.order.exchange_price_difference or Decimal("0")
+    names = _item_names(order, item_ids)
+    return (
+        f"Exchange {_count(item_ids)} in order {order.id} ({names}; {_settle(difference, method)})"
+    )
+
+
+def user_address(args: Mapping[str, Any], customer_id: str | None) -> str | None:
+    if args.get("user_id") != customer_id:
+        return None
+    return f"Change the default address of user {customer_id} to {_address_line(args)}"
+
+
+def handoff(args: Mapping[str, Any], _customer_id: str | None) -> str | None:
+    summary = " ".join(str(args.get("summary", "")).split())
+    return f"Transfer the conversation to a human agent: {clip(summary)}" if summary else None
+
+
+# --- pieces -----------------------------------------------------------------------------------
 
 
 def _count(items: Sequence[object]) -> str:

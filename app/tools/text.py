@@ -1,8 +1,8 @@
-"""Tool results rewritten for the model to read: a label line, then `field: value` lines.
+"""How a tool's result reads for the model: a label line, then `field: value` lines.
 
-The raw result (tau-bench JSON text) stays in state for the API and the UI; this is only what
-the model is shown. Errors pass through unchanged; long results are cut at a line boundary
-with a note that says what was left out.
+Each tool picks its renderer for the tau-bench value it built (an order, a customer, a
+product, ...); nothing here guesses a shape from its keys. A long result is cut at a line
+boundary with a note that says what was left out.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ ORDER_FIELDS = frozenset(
     {"order_id", "user_id", "address", "items", "fulfillments", "status", "payment_history"}
 )
 NARROWER = "ask for a narrower query"
+DEFAULT_LIMIT = 1500
 
 
 @dataclass(frozen=True)
@@ -36,18 +37,11 @@ class View:
     hint: str = NARROWER  # what the model can do when the result is cut
 
 
-def format_observation(tool_name: str, raw: str, *, limit: int = 1500) -> str:
-    """`raw` as compact text for the model, at most `limit` characters (errors excepted)."""
-    text = raw.strip()
-    if text.startswith("Error:"):
-        return raw
-    try:
-        value = json.loads(text, parse_float=Decimal)
-    except ValueError:
-        return _bounded_plain(_plain_label(tool_name, text), limit)
-    if isinstance(value, str):
-        return _bounded_plain(_plain_label(tool_name, value), limit)
-    return _bounded(_view(tool_name, value, text), limit)
+def bounded(view: View | str, limit: int = DEFAULT_LIMIT) -> str:
+    """The view (or plain text) as at most `limit` characters."""
+    if isinstance(view, str):
+        return _bounded_plain(view, limit)
+    return _bounded(view, limit)
 
 
 def money(value: Any) -> str:
@@ -56,30 +50,10 @@ def money(value: Any) -> str:
     return f"{number:,.2f} {CURRENCY}" if number is not None else _scalar(value)
 
 
-def _view(tool_name: str, value: Any, text: str) -> View:
-    if isinstance(value, dict):
-        if "order_id" in value and isinstance(value.get("items"), list):
-            return _order(value)
-        if isinstance(value.get("payment_methods"), dict):
-            return _customer(value)
-        if "product_id" in value and isinstance(value.get("variants"), dict):
-            return _product(value)
-        if "shipping_cost" in value:
-            return _shipping(value)
-        if tool_name == "list_all_product_types" and all(
-            isinstance(v, str) for v in value.values()
-        ):
-            return _product_types(value)
-        return _generic(tool_name, value)
-    if isinstance(value, (int, Decimal)) and not isinstance(value, bool):
-        return View([Line(f"Result: {text}")])  # as written: the model may reuse the number
-    return _generic(tool_name, value)
-
-
 # --- known shapes -------------------------------------------------------------------------
 
 
-def _order(order: Mapping[str, Any]) -> View:
+def order_lines(order: Mapping[str, Any]) -> View:
     items = _list(order.get("items"))
     payments = _list(order.get("payment_history"))
     paid = _total(p for p in payments if _kind(p) == "payment")
@@ -124,7 +98,7 @@ def _payment(payment: Mapping[str, Any]) -> str:
     return f"{_kind(payment)} {money(payment.get('amount'))} via {payment.get('payment_method_id')}"
 
 
-def _customer(customer: Mapping[str, Any]) -> View:
+def customer_lines(customer: Mapping[str, Any]) -> View:
     name = _person(customer.get("name"))
     methods = customer["payment_methods"]
     orders = _list_of_any(customer.get("orders"))
@@ -157,7 +131,7 @@ def _payment_method(method_id: str, method: Any) -> str:
     return text
 
 
-def _product(product: Mapping[str, Any]) -> View:
+def product_lines(product: Mapping[str, Any]) -> View:
     variants = [v for v in product["variants"].values() if isinstance(v, Mapping)]
     available = [v for v in variants if v.get("available")]
     prices = [p for p in (_decimal(v.get("price")) for v in variants) if p is not None]
@@ -198,13 +172,13 @@ def _shared_option_keys(variants: list[Mapping[str, Any]]) -> list[str] | None:
     return first
 
 
-def _product_types(types: Mapping[str, Any]) -> View:
+def product_types_lines(types: Mapping[str, Any]) -> View:
     lines = [Line(f"Product types: {len(types)} (name: product_id)")]
     lines += _numbered("types", [f"{name}: {pid}" for name, pid in types.items()], header=False)
     return View(lines, hint="ask the customer which product they mean")
 
 
-def _shipping(result: Mapping[str, Any]) -> View:
+def shipping_lines(result: Mapping[str, Any]) -> View:
     cost = result.get("shipping_cost")
     lines = [Line(f"Shipping cost: {money(cost)}")]
     rest = {k: v for k, v in result.items() if k not in ("shipping_cost", "currency")}
@@ -212,21 +186,15 @@ def _shipping(result: Mapping[str, Any]) -> View:
     return View(lines)
 
 
-def _generic(tool_name: str, value: Any) -> View:
+def generic_lines(tool_name: str, value: Any) -> View:
     if isinstance(value, Mapping):
         label = f"Result of {tool_name}: {_count(value, 'field')}"
-    elif isinstance(value, list):
+    elif isinstance(value, list | tuple):
         label = f"Result of {tool_name}: {_count(value, 'entry', 'entries')}"
     else:
         return View([Line(f"Result of {tool_name}: {_scalar(value)}")])
     flat = [Line(f"{k}: {v}", section="fields", entry=True) for k, v in _flatten(value)]
     return View([Line(label), *flat])
-
-
-def _plain_label(tool_name: str, text: str) -> str:
-    if tool_name.startswith("find_user_id") and text and len(text.split()) == 1:
-        return f"User id: {text} (verified for this conversation)"
-    return text
 
 
 # --- pieces -------------------------------------------------------------------------------
@@ -256,10 +224,10 @@ def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
     if isinstance(value, Mapping):
         for key, inner in value.items():
             yield from _flatten(inner, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(value, list) and any(isinstance(v, (Mapping, list)) for v in value):
+    elif isinstance(value, list | tuple) and any(isinstance(v, Mapping | list) for v in value):
         for i, inner in enumerate(value):
             yield from _flatten(inner, f"{prefix}[{i}]")
-    elif isinstance(value, list):
+    elif isinstance(value, list | tuple):
         yield prefix, ", ".join(_scalar(v) for v in value) or "(none)"
     else:
         last = prefix.rsplit(".", 1)[-1]
@@ -273,7 +241,7 @@ def _scalar(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, Decimal):
         return f"{value:f}" if _modest(value) else str(value)
-    if isinstance(value, (dict, list)):
+    if isinstance(value, dict | list | tuple):
         return json.dumps(value, default=str, ensure_ascii=False)
     return str(value)
 
@@ -323,11 +291,11 @@ def _person(name: Any) -> str:
 
 
 def _list(value: Any) -> list[Mapping[str, Any]]:
-    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list | tuple) else []
 
 
 def _list_of_any(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
+    return list(value) if isinstance(value, list | tuple) else []
 
 
 def _unique(values: Iterable[str]) -> list[str]:

@@ -9,13 +9,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db.idempotency import idempotency_key
 from app.db.writes import WriteAction, WriteOutcome, execute_write
+from app.tools.results import Observation, error
 from app.tools.scope import (
     NO_CONTEXT,
-    NOT_VERIFIED,
     Runtime,
     call_arguments,
     context_of,
     conversation_customer,
+    not_verified,
     turn_id,
 )
 
@@ -28,17 +29,18 @@ async def run_write(
     args: Mapping[str, Any],
     action_for: Callable[[str | None], WriteAction],
     needs_customer: bool = True,
-) -> WriteOutcome:
-    """Run the action built for the conversation's customer, exactly once per turn and args.
+) -> WriteOutcome | Observation:
+    """Run the action built for the conversation's customer, exactly once per turn and args:
+    its outcome, which the tool's spec renders (`ToolSpec.outcome`).
 
     Unverified calls are refused before anything is recorded.
     """
     context = context_of(runtime)
     if context is None:
-        return WriteOutcome(False, NO_CONTEXT)
+        return error("refused", NO_CONTEXT)
     customer_id = conversation_customer(runtime)
     if needs_customer and customer_id is None:
-        return WriteOutcome(False, NOT_VERIFIED)
+        return not_verified()
     key = idempotency_key(
         context.thread_id, turn_id(runtime), tool_name, call_arguments(runtime, args)
     )

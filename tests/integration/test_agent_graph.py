@@ -529,14 +529,14 @@ class TestToolCache:
         model_server.use(Script([lookup, Reply.say("still pending")]))
         second = await conv.say("status again?")
         cached = tool_messages(second)[-1]
-        assert cached.additional_kwargs["cache"] == "hit"
+        assert cached.artifact["cache"] == "hit"
         assert json.loads(str(cached.content).split("\n(cached")[0])["status"] == "pending"
         assert second["cache_stats"] == {"hits": 1, "misses": 0}
 
         model_server.use(Script([CANCEL, lookup, Reply.say("cancelled")]))
         third = await conv.say("cancel it and show me")
         fresh = tool_messages(third)[-1]
-        assert fresh.additional_kwargs["cache"] == "miss"
+        assert fresh.artifact["cache"] == "miss"
         assert json.loads(str(fresh.content))["status"] == "cancelled"
 
 
@@ -619,7 +619,14 @@ class TestPreferences:
         import app.agent.nodes as nodes
         from app.memory.store import forget, remember
 
-        await remember(AsyncPostgresStore(shop), conversation.user_id, "name", "Sam")
+        await remember(
+            AsyncPostgresStore(shop),
+            conversation.user_id,
+            "name",
+            "Sam",
+            thread_id=conversation.thread_id,
+            verified_by="token",
+        )
         reads: list[str] = []
         real = nodes.list_preferences
 
@@ -633,7 +640,7 @@ class TestPreferences:
         )
         await conversation.say("status?")
         assert reads == [conversation.user_id]
-        assert all("name: Sam" in r.system_prompt for r in model_server.requests)
+        assert all('name: "Sam"' in r.system_prompt for r in model_server.requests)
         model_server.use(Script([Reply.say("hi again")]))
         await conversation.say("hello")
         assert len(reads) == 2  # a new turn reads again

@@ -11,7 +11,7 @@ from httpx_sse import aconnect_sse
 from langchain_core.messages import AIMessage, ToolMessage
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.nodes import FORMAT_GIVE_UP
+from app.agent.text_protocol import FORMAT_GIVE_UP
 from app.config import Settings
 from tests.fakellm import ChatRequest, Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import Conversation, fetch_one, load_small_shop, make_graph
@@ -78,9 +78,11 @@ class TestTextProtocol:
         assert obs.startswith("Observation:") and f"Order {PENDING_ORDER}: pending" in obs
         # the assistant's earlier step went back as text, not as a tool call
         assert all(not m.get("tool_calls") for m in second.messages)
-        # state keeps the raw result for the API
-        raw = next(m for m in values["messages"] if isinstance(m, ToolMessage))
-        assert json.loads(str(raw.content))["status"] == "pending"
+        # state keeps what the model read; the artifact names what the result is about
+        result = next(m for m in values["messages"] if isinstance(m, ToolMessage))
+        assert str(result.content).startswith(f"Order {PENDING_ORDER}: pending")
+        assert result.artifact["outcome"] == "ok"
+        assert result.artifact["ids"]["order"] == [PENDING_ORDER]
 
     @pytest.mark.parametrize(
         "sloppy",
@@ -228,7 +230,7 @@ class TestStreaming:
 
 
 class TestObservationFormatting:
-    async def test_native_model_reads_text_while_state_keeps_raw_json(
+    async def test_native_model_reads_the_tools_own_text_and_state_keeps_it(
         self, db: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
     ) -> None:
         await load_small_shop(db)
@@ -241,5 +243,19 @@ class TestObservationFormatting:
         sent = next(m for m in model_server.requests[1].messages if m.get("role") == "tool")
         assert str(sent["content"]).startswith(f"Order {PENDING_ORDER}: pending")
         assert "32.00 CNY" in str(sent["content"])
-        raw = next(m for m in values["messages"] if isinstance(m, ToolMessage))
-        assert json.loads(str(raw.content))["order_id"] == PENDING_ORDER
+        stored = next(m for m in values["messages"] if isinstance(m, ToolMessage))
+        assert stored.content == sent["content"]
+        assert stored.artifact["ids"]["customer"] == ["noah_brown_6181"]
+
+    async def test_json_format_shows_the_tau_bench_json(
+        self, db: AsyncConnectionPool[Any], model_server: ScriptedModelServer, settings: Settings
+    ) -> None:
+        await load_small_shop(db)
+        as_json = settings.model_copy(update={"observation_format": "json"})
+        conv = Conversation(make_graph(db, model_server, as_json), as_json)
+        model_server.use(
+            Script([Reply.call("get_order_details", order_id=PENDING_ORDER), Reply.say("ok")])
+        )
+        await conv.say("status?")
+        sent = next(m for m in model_server.requests[1].messages if m.get("role") == "tool")
+        assert json.loads(str(sent["content"]))["order_id"] == PENDING_ORDER

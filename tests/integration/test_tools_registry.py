@@ -6,9 +6,10 @@ import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.idempotency import idempotency_key
 from app.db.writes import UNEXPECTED_FAILURE
-from app.tools.base import TOOL_FAILED
 from app.tools.registry import WRITE_TOOL_NAMES, PostgresWriteLedger, build_tools, summarize_write
+from app.tools.spec import TOOL_FAILED
 from tests import factories as f
 
 SARA = "sara_doe_496"
@@ -73,6 +74,8 @@ class TestToolsNeverRaise:
         rt = f.tool_runtime(user_id=SARA, role="customer")
         result = await f.invoke(tools["get_order_details"], {"order_id": "#W1"}, rt)
         assert f.text_of(result) == TOOL_FAILED
+        assert result.status == "error"
+        assert result.artifact["outcome"] == "error" and result.artifact["kind"] == "failed"
 
     async def test_write_tool_with_unreachable_database_returns_generic_error(self) -> None:
         tools = {t.name: t for t in build_tools(closed_pool()).all}
@@ -87,6 +90,8 @@ class TestToolsNeverRaise:
             tools["modify_pending_order_items"], {"order_id": "#W1"}, f.tool_runtime()
         )
         assert f.text_of(result).startswith("Error: invalid arguments (item_ids: Field required")
+        assert result.status == "error"
+        assert result.artifact == {"outcome": "error", "kind": "invalid_arguments"}
 
 
 @pytest.fixture
@@ -221,12 +226,38 @@ class TestSummarizeWrite:
 
 
 class TestPostgresWriteLedger:
-    async def test_ledger_delegates_to_summary_and_recorded_outcome(
+    async def test_ledger_delegates_to_summary_and_recorded_result(
         self, shop: AsyncConnectionPool[Any]
     ) -> None:
         ledger = PostgresWriteLedger(shop)
-        assert await ledger.recorded_outcome("nope") is None
+        missing = await ledger.recorded_result(
+            "nope",
+            name="cancel_pending_order",
+            args={},
+            customer_id=SARA,
+            observation_format="text",
+        )
+        assert missing is None
         line = await ledger.summarize(
             SARA, "modify_pending_order_address", {"order_id": "#W0000001", **NEW_ADDRESS}
         )
         assert line.startswith("Change the address of order #W0000001")
+
+    async def test_a_recorded_write_reads_as_it_did_when_it_ran(
+        self, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        tools = {t.name: t.bound("text") for t in build_tools(shop).all}  # type: ignore[attr-defined]
+        rt = f.tool_runtime(user_id=SARA, role="customer")
+        args = {"order_id": "#W0000001", "reason": "no longer needed"}
+        ran = await f.invoke(tools["cancel_pending_order"], args, rt)
+        assert ran.artifact["ids"]["order"] == ["#W0000001"]
+        assert SARA in ran.artifact["ids"]["customer"]
+        key = idempotency_key(f"{SARA}:s1", "turn_1", "cancel_pending_order", args)
+        recorded = await PostgresWriteLedger(shop).recorded_result(
+            key,
+            name="cancel_pending_order",
+            args=args,
+            customer_id=SARA,
+            observation_format="text",
+        )
+        assert recorded == (ran.content, ran.artifact)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -19,6 +20,8 @@ from app.demo.policy import DemoPolicy
 from app.demo.texts import CONFIRM_MARK
 from app.identity import AgentContext, Role
 from app.tools.identity import CODE_SENT as CODE_SENT_TEMPLATE
+from app.tools.results import found
+from app.tools.text import customer_lines, generic_lines, order_lines, shipping_lines
 
 NOAH = "noah_brown_6181"
 PENDING, DELIVERED = "#W2611340", "#W7678072"
@@ -132,11 +135,28 @@ class Chat:
         return reply
 
     def result(self, content: str | dict[str, Any]) -> Reply:
-        """Answer the last tool call with `content` (JSON for a dict), then ask the model."""
-        call_id = self.messages[-1]["tool_calls"][0]["id"]
-        text = content if isinstance(content, str) else json.dumps(content)
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        """Answer the last tool call with `content` (a dict as that tool's text), then ask
+        the model."""
+        call = self.messages[-1]["tool_calls"][0]
+        text = content if isinstance(content, str) else shown(call["function"]["name"], content)
+        self.messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
         return self.model()
+
+
+def shown(tool: str, value: dict[str, Any]) -> str:
+    """`value` as the tool's own text, the format the model reads (OBSERVATION_FORMAT=text)."""
+    render = RENDERERS.get(tool, lambda v: generic_lines(tool, v))
+    return found(value, render).content("text", 4000)
+
+
+RENDERERS: dict[str, Callable[[Any], Any]] = {
+    "get_order_details": order_lines,
+    "cancel_pending_order": order_lines,
+    "modify_pending_order_address": order_lines,
+    "return_delivered_order_items": order_lines,
+    "get_user_details": lambda v: customer_lines({"payment_methods": {}, **v}),
+    "calc_shipping": shipping_lines,
+}
 
 
 def called(reply: Reply) -> tuple[str, dict[str, Any]]:
@@ -181,7 +201,8 @@ class TestOrderStatus:
         )
         text = chat.result(DELIVERED_ORDER).text
         assert f"Order {DELIVERED} is delivered." in text
-        assert "T-Shirt (black, S): 24.99" in text and "Hiking Boots (9): 214.95" in text
+        assert "T-Shirt (color black, size S): 24.99" in text
+        assert "Hiking Boots (size 9): 214.95" in text
         assert "357962501027, 682308736931" in text
         assert "Total: 239.94." in text
 
@@ -404,7 +425,7 @@ class TestReturn:
         chat = Chat()
         chat.ask(f"return items from {DELIVERED}")
         ask = chat.result(DELIVERED_ORDER).text
-        assert "T-Shirt (black, S) [1176194968]" in ask and "everything" in ask
+        assert "T-Shirt (color black, size S) [1176194968]" in ask and "everything" in ask
         assert called(chat.ask("everything"))[0] == "get_order_details"
         confirm = chat.result(DELIVERED_ORDER).text
         assert CONFIRM_MARK["en"] in confirm and "refund 239.94 to credit_card_78" in confirm
@@ -548,9 +569,13 @@ class TestRobustness:
                     }
                 ],
             },
-            {"role": "tool", "tool_call_id": "x1", "content": '{"name": "Lamp", "price": 9}'},
+            {
+                "role": "tool",
+                "tool_call_id": "x1",
+                "content": shown("get_product_details", {"name": "Lamp", "price": 9}),
+            },
         ]
-        assert chat.model().text == "Here is what I found: name: Lamp; price: 9"
+        assert chat.model().text == "Here is what I found: name: Lamp; price: 9.00 CNY"
 
     def test_a_result_for_an_unknown_call_and_several_results(self) -> None:
         chat = Chat()
@@ -663,10 +688,10 @@ class TestNotesAfterResults:
     CACHED = "\n(cached: same result as an earlier identical call in this conversation)"
     REPEAT = "\n(Note: you already had this exact result earlier in this turn; do not ask again.)"
 
-    def test_a_cached_order_is_still_read_as_json(self) -> None:
+    def test_a_cached_order_is_still_read(self) -> None:
         chat = Chat()
         chat.ask(f"where is {PENDING}")
-        text = chat.result(json.dumps(PENDING_ORDER) + self.CACHED).text
+        text = chat.result(shown("get_order_details", PENDING_ORDER) + self.CACHED).text
         assert text.startswith(f"Order {PENDING} is pending.")
 
     def test_a_noted_identity_result_is_just_the_user_id(self) -> None:

@@ -26,9 +26,9 @@ from app.agent.react_protocol import (
     render_tools_prompt,
     tool_arg_names,
 )
-from app.tools.base import make_tool
 from app.tools.registry import build_tools
 from app.tools.scope import Runtime
+from app.tools.spec import ToolDeps, read_tool
 
 TOOLS: list[BaseTool] = build_tools(cast(Any, None)).all  # the pool is only used when called
 NAMES = [t.name for t in TOOLS]
@@ -358,11 +358,12 @@ class TestRenderToolsPrompt:
                 assert json.dumps({name: shown}, separators=(",", ":"))[1:-1] in prompt
 
     def test_injected_runtime_is_left_out(self) -> None:
-        async def lookup(order_id: str, runtime: Runtime) -> str:
+        @read_tool(label="Looking up {order} …")
+        async def lookup(deps: ToolDeps, order_id: str, runtime: Runtime) -> str:
             """Look an order up."""
             return order_id
 
-        prompt = render_tools_prompt([make_tool("lookup", lookup)])
+        prompt = render_tools_prompt([lookup.tool(cast(Any, None))])
         assert "runtime" not in prompt
         assert '"order_id"' in prompt
         assert "runtime" not in render_tools_prompt(TOOLS)

@@ -7,7 +7,7 @@ import asyncio
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 
-from app.agent.cache import tags_for
+from app.agent.cache import tags_of
 from app.agent.state import AgentState, applied, changes_only
 from app.runs.service import Run
 from app.runs.stream import (
@@ -20,6 +20,7 @@ from app.runs.stream import (
     merged_tokens,
     to_record,
 )
+from app.tools.render import order_ids
 
 
 def state() -> AgentState:
@@ -127,12 +128,14 @@ class TestSseBatching:
 
 
 class TestCacheTags:
-    def test_ids_are_found_at_any_depth_of_a_result(self) -> None:
-        content = (
-            '{"order_id": "#W1", "user_id": "u1", "payment_history": [{"payment_method_id": '
-            '"credit_card_9"}], "items": [{"product_id": 77, "options": {"color": "red"}}]}'
-        )
-        assert tags_for({"order_id": "#W1"}, content, "u1") == {
+    def test_an_order_is_about_its_customer_payment_methods_and_products(self) -> None:
+        view = {
+            "order_id": "#W1",
+            "user_id": "u1",
+            "payment_history": [{"payment_method_id": "credit_card_9"}],
+            "items": [{"product_id": 77, "options": {"color": "red"}}],
+        }
+        assert tags_of(order_ids(view)) == {
             "order:#W1",
             "user:u1",
             "pm:credit_card_9",
