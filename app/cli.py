@@ -85,9 +85,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     # process resolved (it may be the embedded server, which lives as long as this process).
     assert settings.database_url
     os.environ["DATABASE_URL"] = settings.database_url
-    uvicorn.run(
-        "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
-    )
+    from app.metrics import multiprocess_mode
+
+    # Each worker keeps its metrics in files there; a scrape adds all of them up.
+    with multiprocess_mode():
+        uvicorn.run(
+            "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
+        )
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:

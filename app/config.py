@@ -146,6 +146,14 @@ class Settings(BaseSettings):
     # heap) once the service has started; 0 keeps Python's defaults. See app/gc_tuning.py.
     gc_gen0_threshold: int = Field(default=10_000, ge=0)
 
+    # Traces (app/tracing.py; README: "Operations: metrics and traces"). With the otel extra
+    # installed and an OTLP/HTTP endpoint set (a collector's base URL, e.g.
+    # http://localhost:4318), every run is traced. Message contents, tool arguments and
+    # results go on the spans only with otel_capture_content: they are the customer's data.
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_service_name: str = "cs-agent"
+    otel_capture_content: bool = False
+
     # Edge hardening (app/main.py). /docs, /redoc and /openapi.json: None serves them in dev
     # and not in prod; true or false decides. CORS stays off unless origins are listed
     # (comma-separated, or a JSON list): those may call the API from a browser with a token.

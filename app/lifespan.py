@@ -79,6 +79,7 @@ async def build_services(
         )
         repo = RunRepository(pool)
         metrics = Metrics()
+        await stack.enter_async_context(metrics.sampling(pool))  # the pool gauges
         runs = RunService(
             graph,
             settings,

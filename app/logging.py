@@ -10,6 +10,7 @@ import logging
 import structlog
 
 from app.config import Settings
+from app.tracing import log_processors
 
 
 def configure_logging(settings: Settings) -> None:
@@ -23,6 +24,7 @@ def configure_logging(settings: Settings) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            *log_processors(settings),  # the trace id, when tracing is on
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.format_exc_info,

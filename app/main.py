@@ -9,6 +9,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
+from app import tracing
 from app.api import lg
 from app.api.middleware import BodyLimit, PageHeaders, RequestId
 from app.api.routes import auth, health, help, memory, messages, runs, threads
@@ -32,6 +33,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     settings = settings or Settings()
     # Here rather than in `serve`: every uvicorn worker process builds its app with this.
     hide_query_strings()
+    tracing.configure(settings)  # per process too: an exporter does not survive a fork
     app = FastAPI(
         title="cs-agent",
         version="0.1.0",
@@ -60,4 +62,6 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
             max_age=600,
         )
     app.add_middleware(RequestId)
+    if tracing.enabled():  # outermost; while tracing is off, not even a middleware call
+        app.add_middleware(tracing.RequestSpans)
     return app

@@ -70,6 +70,7 @@ class Bench:
         self.commands: dict[str, str] = {}
         self.results: dict[str, Any] = {"plan": plan.name, "profiles": PROFILES}
         self._runs = 0
+        self.otlp_url: str | None = None  # --trace: every service traces to this sink
 
     # --- processes ------------------------------------------------------------------------
 
@@ -122,7 +123,15 @@ class Bench:
             # day of thousands of runs per customer would measure no real customer.
             "RATE_LIMIT_POSTS_BURST": "1000000",
             "TOKEN_BUDGET_PER_DAY": "0",
-        }
+        } | ({"OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp_url} if self.otlp_url else {})
+
+    def trace_to_sink(self) -> None:
+        """--trace: an OTLP sink (benchmarks/otlp_sink.py) that every service exports to."""
+        port = free_port()
+        argv = [PY, "-m", "benchmarks.otlp_sink", "--port", str(port)]
+        url = f"http://127.0.0.1:{port}"
+        self.start(Proc("otlp-sink", argv, {}, self.out / "otlp-sink.log", ready_url=url))
+        self.otlp_url = url
 
     def ours(
         self, model_url: str, name: str = "ours", variant: str | None = None, workers: int = 1
@@ -575,6 +584,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " benchmarks/out/RESULTS-quick.md so a smoke run never replaces the real figures)",
     )
     parser.add_argument("--keep-db", action="store_true", help="do not drop the database")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="the services trace every run (OTLP to a sink that keeps nothing); the report"
+        " goes to benchmarks/out/RESULTS-traced.md unless --results says otherwise",
+    )
     return parser.parse_args(argv)
 
 
@@ -586,6 +601,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.results is None:
         name = "out/RESULTS-quick.md" if args.quick else "RESULTS.md"
+        name = "out/RESULTS-traced.md" if args.trace else name
         args.results = str(ROOT / "benchmarks" / name)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background
@@ -601,6 +617,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     log(f"{plan.name} run; raw results in {out}")
     started = time.monotonic()
     try:
+        if args.trace:
+            bench.trace_to_sink()
         run_all(bench)
     finally:
         bench.stop_all()

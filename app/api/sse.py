@@ -7,6 +7,7 @@ from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
 
+from app.metrics import open_stream
 from app.runs.stream import (
     Citations,
     Done,
@@ -28,8 +29,9 @@ async def _frames(batches: AsyncIterator[Sequence[Sequenced]]) -> AsyncIterator[
     """One body chunk per batch of events. Under load the run produces tokens faster than
     the socket is served; sending what has queued up as one write (and one frame per run of
     tokens) costs one trip through the ASGI stack instead of one per token."""
-    async for batch in batches:
-        yield b"".join(frame(seq, event) for seq, event in merged_tokens(batch))
+    with open_stream():
+        async for batch in batches:
+            yield b"".join(frame(seq, event) for seq, event in merged_tokens(batch))
 
 
 async def all_at_once(events: Sequence[Sequenced]) -> AsyncIterator[Sequence[Sequenced]]:

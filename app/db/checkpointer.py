@@ -49,6 +49,7 @@ from psycopg.types.json import Jsonb
 from app.db.leases import fence, is_lease_lost
 from app.fencing import LeaseLost, current_lease
 from app.jsonbytes import json_bytes
+from app.tracing import traced
 
 _INLINE_TYPES = (str, int, float, bool)
 
@@ -185,6 +186,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             if held.batches:
                 await held.store()
 
+    @traced("checkpoint store", lambda _, batches: {"db.system.name": "postgresql"})
     async def _execute(self, batches: list[_Batch]) -> None:
         """The batches in one pipeline: one round trip. The rows of one statement go in one
         `executemany`, in the order they came: a run's store is 3 or 4 calls instead of one

@@ -21,6 +21,7 @@ from app.db.checkpointer import store_held
 from app.db.leases import fence
 from app.domain.errors import RuleViolation
 from app.fencing import LeaseLost, current_control
+from app.tracing import traced
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +58,7 @@ async def execute_write(
         )
 
 
+@traced("write transaction", lambda _, record, __: {"gen_ai.tool.name": record.tool_name})
 async def _execute_write(
     pool: AsyncConnectionPool[Any], record: _Record, action: WriteAction
 ) -> WriteOutcome:

@@ -25,6 +25,7 @@ import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from app.fencing import Lease
+from app.metrics import lock_wait, timed
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +63,7 @@ class ThreadLeases:
                 await self._heartbeat
             self._heartbeat = None
 
+    @timed(lock_wait)
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
         """The thread for `run_id`, or None while another live run holds it."""
         async with self.pool.connection() as conn:

@@ -24,6 +24,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
+from app import tracing
 from app.agent.graph import Graph, run_config, stream_turn
 from app.agent.ports import WriteLedger
 from app.agent.repair import close_dangling
@@ -329,6 +330,8 @@ class RunService:
         except BaseException:
             await self._release(run)
             raise
+        if isinstance(graph_input, Command):  # the customer's decision on a waiting write
+            self.metrics.confirmation(decision)
         self._launch(run, principal, [graph_input], title=None)
         return run
 
@@ -346,7 +349,8 @@ class RunService:
         self, run: Run, principal: Principal, inputs: list[Any], *, title: str | None
     ) -> None:
         run.shipper = LogShipper(self.repo, run.run_id, lambda: run.log)
-        task = asyncio.create_task(self._execute(run, principal, inputs, title))
+        execute = self._execute(run, principal, inputs, title)
+        task = asyncio.create_task(tracing.in_run(execute, run.run_id, run.thread_id))
         run.task = task
         self._live[run.run_id] = run
         self._tasks.add(task)
@@ -376,7 +380,9 @@ class RunService:
         started = time.monotonic()
         checkpoint_id: str | None = None
         partial_answer: list[str] = []  # the answer being streamed, cut by a cancel
+        first_token_s: float | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
+        self.metrics.run_started()
         try:
             run.emit(
                 RunStarted(
@@ -397,6 +403,8 @@ class RunService:
                             for event in recorder.on_chunk(mode, chunk):
                                 if isinstance(event, Token):
                                     partial_answer.append(event.text)
+                                    if first_token_s is None:
+                                        first_token_s = time.monotonic() - started
                                 run.emit(event)
             status = "interrupted" if recorder.pending is not None else "completed"
             if run.cancel_requested:  # the agent ended the turn where the cancel found it
@@ -449,7 +457,7 @@ class RunService:
                 )
                 self._spawn(self._record_later(run, status, dict(result), title, added))
             run.result = result
-            self._count(recorder, status, time.monotonic() - started)
+            self._count(recorder, status, time.monotonic() - started, first_token_s)
             # Release before `done`, so a client may post its next message as soon as it sees it.
             await self._release(run)
             run.emit(Done(status=status, checkpoint_id=checkpoint_id, usage=recorder.usage))
@@ -548,16 +556,22 @@ class RunService:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _count(self, recorder: TurnRecorder, status: str, seconds: float) -> None:
-        m = self.metrics
-        m.add("cs_agent_runs_total", status=status)
-        m.add("cs_agent_run_seconds_total", seconds)
-        m.add("cs_agent_model_tokens_total", recorder.input_tokens, direction="input")
-        m.add("cs_agent_model_tokens_total", recorder.output_tokens, direction="output")
-        m.add("cs_agent_tool_cache_total", recorder.cache_hits, result="hit")
-        m.add("cs_agent_tool_cache_total", recorder.cache_misses, result="miss")
-        m.add("cs_agent_tool_results_total", recorder.tool_oks, status="ok")
-        m.add("cs_agent_tool_results_total", recorder.tool_errors, status="error")
+    def _count(
+        self, recorder: TurnRecorder, status: str, seconds: float, first_token_s: float | None
+    ) -> None:
+        self.metrics.run_ended(
+            status,
+            seconds,
+            first_token_s=first_token_s,
+            model="demo" if self.settings.uses_demo_model else self.settings.llm_model,
+            input_tokens=recorder.input_tokens,
+            output_tokens=recorder.output_tokens,
+            cache_hits=recorder.cache_hits,
+            cache_misses=recorder.cache_misses,
+            tool_oks=recorder.tool_oks,
+            tool_errors=recorder.tool_errors,
+        )
+        tracing.run_outcome(status, recorder.input_tokens, recorder.output_tokens)
 
     @staticmethod
     def _result(recorder: TurnRecorder, status: str) -> dict[str, Any]:

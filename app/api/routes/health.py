@@ -6,11 +6,12 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from app.api.deps import ServicesDep
 from app.db.migrate import head_revision
 from app.db.pool import ServicePool
+from app.metrics import CONTENT_TYPE
 
 router = APIRouter(tags=["health"])
 # A probe answers within this (plus a second for the query), the database up or down.
@@ -49,8 +50,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-async def metrics(services: ServicesDep) -> PlainTextResponse:
-    """Counters of this process in the Prometheus text format (no authentication)."""
-    return PlainTextResponse(
-        services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
-    )
+async def metrics(services: ServicesDep) -> Response:
+    """The service's metrics in the Prometheus text format (no authentication): with several
+    workers, all of theirs added up (app/metrics.py). The pool is sampled now."""
+    return Response(services.metrics.render(services.pool), media_type=CONTENT_TYPE)
