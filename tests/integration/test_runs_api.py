@@ -152,9 +152,10 @@ class TestCancel:
         slow(model_server, Reply.say(LONG), per_s=20)
         h = server.headers(NOAH)
 
+        started = asyncio.Event()
+
         async def cancel_soon(path_box: list[str]) -> httpx.Response:
-            while not path_box:
-                await asyncio.sleep(0.02)
+            await started.wait()
             await asyncio.sleep(0.3)
             return await client.post(f"{path_box[0]}/cancel", headers=h)
 
@@ -170,6 +171,7 @@ class TestCancel:
                 headers={**h, **SSE},
             ) as source:
                 box.append(source.response.headers["content-location"])
+                started.set()
                 async for sse in source.aiter_sse():
                     events.append((sse.event, int(sse.id), json.loads(sse.data)))
 
@@ -231,7 +233,6 @@ class TestCancel:
             assert (await cur.fetchone())["status"] == "cancelled"  # type: ignore[index]
         state = (await client.get("/threads/c2/state", headers=h)).json()
         roles = [m["role"] for m in state["messages"]]
-        print("STATE", json.dumps(state["messages"], indent=1)[:3000])
         assert roles[:3] == ["user", "assistant", "tool"]  # the call has its recorded result
         assert "Error" not in state["messages"][2]["content"]
 
