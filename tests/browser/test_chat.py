@@ -74,7 +74,10 @@ class TestSignInAndStreaming:
         await expect(summary).to_contain_text("Done")
         await expect(tool.get_by_test_id("tool-content")).to_be_hidden()
         await summary.click()
-        await expect(tool.get_by_test_id("tool-content")).to_contain_text('"status": "pending"')
+        # what the model read: the tool's own text
+        await expect(tool.get_by_test_id("tool-content")).to_contain_text(
+            "Order #W0000001: pending, 3 items"
+        )
         await page.screenshot(path=str(output_dir / "main-view.png"), full_page=True)
 
     async def test_shift_enter_adds_a_line_and_enter_sends(

@@ -58,7 +58,9 @@ class TestConfirmation:
         await wait_until_idle(page)
         tool = page.get_by_test_id("tool-activity")
         await expect(tool).to_have_attribute("data-status", "ok")
-        await expect(tool.get_by_test_id("tool-summary")).to_contain_text("status cancelled")
+        await expect(tool.get_by_test_id("tool-summary")).to_contain_text(
+            f"Order {PENDING}: cancelled"
+        )
         assert await order_status(shop, PENDING) == "cancelled"
         # The card is gone once nothing waits any more, and the page stays usable.
         await expect(page.get_by_test_id("confirm-card")).to_have_count(0)
