@@ -22,6 +22,9 @@ import httpx
 
 RETRY_PAUSE_S = 0.3
 GIVE_UP_S = 90.0
+# One stream: a turn takes seconds, following a dead owner's run ends once its lease has
+# expired; a stream still open after this never sent its `done`.
+STREAM_S = 60.0
 Event = tuple[int, str, dict[str, Any]]  # (SSE id, event name, data)
 
 
@@ -98,13 +101,18 @@ async def converse(
     started = time.monotonic()
     run: _Run | None = None
     while time.monotonic() - started < GIVE_UP_S:
-        if run is None:  # send (again) the message
-            conversation.posts += 1
-            run = await _post(http, sse, session, body, conversation, drop_after_tokens)
-            drop_after_tokens = None
-        else:  # follow the run again, on whichever replica the balancer picks
-            conversation.follows += 1
-            await _follow(http, {**sse, "Last-Event-ID": str(run.last_id)}, run, conversation)
+        try:
+            async with asyncio.timeout(STREAM_S):
+                if run is None:  # send (again) the message
+                    conversation.posts += 1
+                    run = await _post(http, sse, session, body, conversation, drop_after_tokens)
+                    drop_after_tokens = None
+                else:  # follow the run again, on whichever replica the balancer picks
+                    conversation.follows += 1
+                    last = {**sse, "Last-Event-ID": str(run.last_id)}
+                    await _follow(http, last, run, conversation)
+        except TimeoutError:
+            raise AssertionError(f"{session}: a stream without `done`: {conversation}") from None
         if run is None:
             await asyncio.sleep(RETRY_PAUSE_S)
             continue

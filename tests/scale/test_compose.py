@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from tests.faults import procs
 from tests.scale.topology import PGBOUNCER_INI, pgbouncer_settings
