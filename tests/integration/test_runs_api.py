@@ -81,18 +81,20 @@ class TestRunRecords:
     ) -> None:
         model_server.use(Script([Reply.say("Hello!")]))
         h = server.headers(NOAH)
-        posted = await client.post("/threads/rec1/messages", json={"content": "hi"}, headers=h)
+        posted = await client.post("/threads/runs-rec1/messages", json={"content": "hi"}, headers=h)
         run_id = posted.json()["run_id"]
-        assert posted.headers["content-location"] == f"/threads/rec1/runs/{run_id}"
-        listed = (await client.get("/threads/rec1/runs", headers=h)).json()["items"]
+        assert posted.headers["content-location"] == f"/threads/runs-rec1/runs/{run_id}"
+        listed = (await client.get("/threads/runs-rec1/runs", headers=h)).json()["items"]
         assert [r["run_id"] for r in listed] == [run_id]
-        one = (await client.get(f"/threads/rec1/runs/{run_id}", headers=h)).json()
+        one = (await client.get(f"/threads/runs-rec1/runs/{run_id}", headers=h)).json()
         assert one["status"] == "completed"
         assert one["duration_s"] >= 0 and one["usage"]["output_tokens"] > 0
         # another customer's view of it is a plain 404
         other = server.headers(MIA)
-        assert (await client.get(f"/threads/rec1/runs/{run_id}", headers=other)).status_code == 404
-        assert (await client.get("/threads/rec1/runs/nope", headers=h)).status_code == 404
+        assert (
+            await client.get(f"/threads/runs-rec1/runs/{run_id}", headers=other)
+        ).status_code == 404
+        assert (await client.get("/threads/runs-rec1/runs/nope", headers=h)).status_code == 404
 
     async def test_the_stream_announces_its_run_first(
         self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
@@ -100,11 +102,11 @@ class TestRunRecords:
         model_server.use(Script([Reply.say("Hello!")]))
         h = server.headers(NOAH)
         events, response = await read(
-            client, "POST", "/threads/rec2/messages", h, body={"content": "hi"}
+            client, "POST", "/threads/runs-rec2/messages", h, body={"content": "hi"}
         )
         assert events[0][0] == "run"
         run_id = events[0][2]["run_id"]
-        assert response.headers["content-location"] == f"/threads/rec2/runs/{run_id}"
+        assert response.headers["content-location"] == f"/threads/runs-rec2/runs/{run_id}"
         assert [e[1] for e in events] == sorted(e[1] for e in events)
 
 
@@ -115,7 +117,12 @@ class TestFollow:
         slow(model_server, Reply.say(LONG))
         h = server.headers(NOAH)
         first, response = await read(
-            client, "POST", "/threads/f1/messages", h, body={"content": "talk"}, stop_after_tokens=5
+            client,
+            "POST",
+            "/threads/runs-f1/messages",
+            h,
+            body={"content": "talk"},
+            stop_after_tokens=5,
         )
         run_path = response.headers["content-location"]
         rest, _ = await read(
@@ -136,7 +143,12 @@ class TestFollow:
         slow(model_server, Reply.say(LONG))
         h = server.headers(NOAH)
         first, response = await read(
-            client, "POST", "/threads/f2/messages", h, body={"content": "talk"}, stop_after_tokens=2
+            client,
+            "POST",
+            "/threads/runs-f2/messages",
+            h,
+            body={"content": "talk"},
+            stop_after_tokens=2,
         )
         run_path = response.headers["content-location"]
         ahead = first[-1][1] + 10
@@ -166,7 +178,7 @@ class TestCancel:
             async with aconnect_sse(
                 client,
                 "POST",
-                "/threads/c1/messages",
+                "/threads/runs-c1/messages",
                 json={"content": "talk"},
                 headers={**h, **SSE},
             ) as source:
@@ -179,14 +191,14 @@ class TestCancel:
         assert cancelled.status_code == 202
         assert events[-1][0] == "done" and events[-1][2]["status"] == "cancelled"
         assert 0 < len(text_of(events)) < len(LONG)
-        state = (await client.get("/threads/c1/state", headers=h)).json()
+        state = (await client.get("/threads/runs-c1/state", headers=h)).json()
         assert [m["role"] for m in state["messages"]] == ["user", "assistant"]
         assert state["messages"][1]["content"].endswith("…")
         assert state["next"] == []
         again = await client.post(f"{box[0]}/cancel", headers=h)
         assert again.status_code == 409 and again.json()["error"]["code"] == "run_finished"
         model_server.use(Script([Reply.say("Still here.")]), latency=Latency())
-        after = await client.post("/threads/c1/messages", json={"content": "hi"}, headers=h)
+        after = await client.post("/threads/runs-c1/messages", json={"content": "hi"}, headers=h)
         assert after.json()["status"] == "completed"
 
     async def test_a_cancel_waits_for_a_write_under_way_which_commits_once(
@@ -212,12 +224,15 @@ class TestCancel:
             blocker.execute("SELECT 1 FROM orders WHERE id = %s FOR UPDATE", (PENDING_ORDER,))
             posting = asyncio.create_task(
                 client.post(
-                    "/threads/c2/messages", json={"content": "cancel it"}, headers=h, timeout=30
+                    "/threads/runs-c2/messages",
+                    json={"content": "cancel it"},
+                    headers=h,
+                    timeout=30,
                 )
             )
-            run_id = await _running_run(db, f"{NOAH}:c2")
+            run_id = await _running_run(db, f"{NOAH}:runs-c2")
             await _until_waiting_on_a_lock(db)
-            cancel = await client.post(f"/threads/c2/runs/{run_id}/cancel", headers=h)
+            cancel = await client.post(f"/threads/runs-c2/runs/{run_id}/cancel", headers=h)
             assert cancel.status_code == 202
             await asyncio.sleep(0.3)
             assert not posting.done()  # the write is not interrupted
@@ -226,12 +241,13 @@ class TestCancel:
         assert result["status"] == "cancelled"
         async with db.connection() as conn:
             cur = await conn.execute(
-                "SELECT count(*) AS n FROM tool_executions WHERE thread_id = %s", (f"{NOAH}:c2",)
+                "SELECT count(*) AS n FROM tool_executions WHERE thread_id = %s",
+                (f"{NOAH}:runs-c2",),
             )
             assert (await cur.fetchone())["n"] == 1  # type: ignore[index]
             cur = await conn.execute("SELECT status FROM orders WHERE id = %s", (PENDING_ORDER,))
             assert (await cur.fetchone())["status"] == "cancelled"  # type: ignore[index]
-        state = (await client.get("/threads/c2/state", headers=h)).json()
+        state = (await client.get("/threads/runs-c2/state", headers=h)).json()
         roles = [m["role"] for m in state["messages"]]
         assert roles[:3] == ["user", "assistant", "tool"]  # the call has its recorded result
         assert "Error" not in state["messages"][2]["content"]
@@ -241,8 +257,8 @@ class TestCancel:
     ) -> None:
         model_server.use(Script([Reply.say("Hello!")]))
         h = server.headers(NOAH)
-        await client.post("/threads/c3/messages", json={"content": "hi"}, headers=h)
-        missing = await client.post("/threads/c3/runs/no-such-run/cancel", headers=h)
+        await client.post("/threads/runs-c3/messages", json={"content": "hi"}, headers=h)
+        missing = await client.post("/threads/runs-c3/runs/no-such-run/cancel", headers=h)
         assert missing.status_code == 404
 
 
@@ -256,7 +272,7 @@ class TestPruning:
     ) -> None:
         model_server.use(Script([Reply.say("Hello!")]))
         h = server.headers(NOAH)
-        posted = await client.post("/threads/p1/messages", json={"content": "hi"}, headers=h)
+        posted = await client.post("/threads/runs-p1/messages", json={"content": "hi"}, headers=h)
         run_path = posted.headers["content-location"]
         before, _ = await read(client, "GET", f"{run_path}/stream", h)
         assert text_of(before) == "Hello!"
