@@ -200,7 +200,7 @@ async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
             cur = await conn.execute(sql, params)
             return int(cur.rowcount)
 
-        # Claim every thread as a run would (migrations/versions/0005): a reply running on
+        # Claim every thread as a run would (app/migrations/versions/0005, 0009): a reply running on
         # one refuses the erase, and a run that lost its claim can commit nothing after it.
         cur = await conn.execute(
             """SELECT mine.t, claim.generation FROM (

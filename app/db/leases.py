@@ -1,6 +1,6 @@
 """Fencing: the first statement of every transaction that commits a run's work.
 
-`cs_fence` (migrations/versions/0009) checks that the thread's lease still carries the
+`cs_fence` (app/migrations/versions/0009) checks that the thread's lease still carries the
 run's generation and id, locks the lease row until the transaction ends (a competing claim waits
 for the commit instead of slipping in before it) and renews the lease. When the check
 fails, Postgres aborts the transaction, so nothing of it commits.

@@ -50,9 +50,6 @@ class TurnRecorder:
     cache_misses: int = 0
     tool_errors: int = 0
     tool_oks: int = 0
-    # Unused: with TOOL_CALLING=react the model adapter (app/agent/text_protocol.py) already
-    # streams only the customer's text. Kept until the run service stops passing it.
-    text_protocol: bool = False
     pending: list[dict[str, Any]] | None = None
     citations: list[dict[str, Any]] = field(default_factory=list)
 

@@ -1,6 +1,6 @@
 """One writer per thread, across processes and poolers: a lease row per thread.
 
-A claim (`cs_claim_thread`, migrations/versions/0005) gives the run the thread's next
+A claim (`cs_claim_thread`, app/migrations/versions/0005 and 0009) gives the run the thread's next
 generation number, or nothing while a live lease holds it. The run's commits are fenced
 with that generation (app/db/leases.py), so a run that lost its claim, because its process
 stalled or its connections died and another replica took over an expired lease, stops

@@ -70,7 +70,7 @@ CANCEL_GRACE_S = 3.0
 # completed or interrupted one is replayed.
 RETRYABLE = ("running", "abandoned", "failed")
 # The id of the human message a client_message_id opens a turn with, the same on every
-# retry: the turn's idempotency keys (app/tools/idempotency.py) follow from it, so a write
+# retry: the turn's idempotency keys (app/db/idempotency.py) follow from it, so a write
 # a retried turn repeats is replayed from its record instead of running twice.
 MESSAGE_ID_NAMESPACE = uuid.UUID("6f0b7a44-5d2e-4c55-9d0e-7f3c1c1d2a90")
 
@@ -375,7 +375,7 @@ class RunService:
         context = AgentContext(
             user_id=principal.user_id, role=principal.role, thread_id=run.thread_id
         )
-        recorder = TurnRecorder(text_protocol=self.settings.tool_calling == "react")
+        recorder = TurnRecorder()
         status = "failed"
         started = time.monotonic()
         checkpoint_id: str | None = None
