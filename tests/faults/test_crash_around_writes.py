@@ -26,6 +26,7 @@ import pytest
 
 from tests.fakellm import ChatRequest, Latency, OrderLookupPolicy, Reply, ScriptedModelServer
 from tests.faults import procs
+from tests.faults.checks import forks, running_runs, wait_for
 from tests.faults.conftest import service_env
 
 LEASE_TTL_S = "2"
@@ -98,15 +99,6 @@ def post_in_background(url: str, body: dict[str, Any], headers: dict[str, str]) 
     return thread
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def post_until_free(url: str, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
     """What a client does after a crash: retry while the dead process's lease runs out."""
     deadline = time.monotonic() + 30
@@ -135,15 +127,8 @@ def assert_clean(pg: procs.PrivatePostgres, thread: str, order_id: str) -> None:
     assert refunds[0][0] >= 1
     audit = pg.query("SELECT count(*) FROM audit_log WHERE thread_id = %s AND ok", (thread,))
     assert audit == [(1,)]
-    forks = pg.query(
-        "SELECT parent_checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
-        " AND parent_checkpoint_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1",
-        (thread,),
-    )
-    assert forks == []
-    assert pg.query(
-        "SELECT count(*) FROM runs WHERE thread_id = %s AND status = 'running'", (thread,)
-    ) == [(0,)]
+    assert forks(pg, thread) == []
+    assert running_runs(pg, thread) == 0
 
 
 def refund_rows(pg: procs.PrivatePostgres, order_id: str) -> int:

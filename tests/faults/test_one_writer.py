@@ -24,6 +24,7 @@ import pytest
 
 from tests.fakellm import ChatRequest, Latency, OrderLookupPolicy, Reply, ScriptedModelServer
 from tests.faults import procs
+from tests.faults.checks import forks, running_runs, wait_for
 from tests.faults.conftest import service_env
 
 LEASE_TTL_S = 2.0
@@ -78,30 +79,6 @@ class Stream:
     def join(self, timeout_s: float = 30) -> None:
         self._thread.join(timeout_s)
         assert not self._thread.is_alive(), "the stream never ended"
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def forks(pg: procs.PrivatePostgres, thread: str) -> list[tuple[Any, ...]]:
-    return pg.query(
-        "SELECT parent_checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
-        " AND parent_checkpoint_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1",
-        (thread,),
-    )
-
-
-def running_runs(pg: procs.PrivatePostgres, thread: str) -> int:
-    rows = pg.query(
-        "SELECT count(*) FROM runs WHERE thread_id = %s AND status = 'running'", (thread,)
-    )
-    return int(rows[0][0])
 
 
 @pytest.fixture(scope="module", params=["direct", "pgbouncer"])
