@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 DEV_SECRET = "dev-only-secret-do-not-use-in-production"
 PLACEHOLDER_SECRETS = {"", "change-me", "changeme", "secret", DEV_SECRET}
 MIN_PROD_SECRET_LENGTH = 32
+# What a setting that may be None (the rule turned off) reads as None from the environment.
+NONE_WORDS = frozenset({"", "none", "null", "off"})
 
 
 class Settings(BaseSettings):
@@ -20,8 +22,8 @@ class Settings(BaseSettings):
     app_env: Literal["dev", "prod"] = "dev"
     host: str = "127.0.0.1"
     port: int = 8000
-    # Worker processes for `serve`. Runs, locks and state all live in Postgres, so any number
-    # of workers (or replicas) can serve the same threads.
+    # Worker processes for `serve`. Runs, thread leases and state all live in Postgres, so any
+    # number of workers (or replicas) can serve the same threads.
     web_workers: int = Field(default=1, ge=1, le=64)
     log_level: str = "INFO"
 
@@ -117,13 +119,6 @@ class Settings(BaseSettings):
     retention_sweep_every_s: float = Field(default=600.0, ge=0)
     retention_batch_size: int = Field(default=20, ge=1, le=1000)
 
-    @field_validator("thread_ttl_days", "history_keep_days", mode="before")
-    @classmethod
-    def _none_keeps_for_ever(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() in {"", "none", "null", "off"}:
-            return None
-        return value
-
     # Rate limits and the model-token budget (app/api/ratelimit.py), held in Postgres so they
     # hold across replicas. Each limit allows `*_burst` requests at once, then refills at its
     # rate; a rate of 0 turns that limit off. Posts (and resumes) and thread creations count
@@ -192,11 +187,12 @@ class Settings(BaseSettings):
     def serves_api_docs(self) -> bool:
         return self.app_env != "prod" if self.api_docs_enabled is None else self.api_docs_enabled
 
-    @field_validator("db_prepare_threshold", mode="before")
+    @field_validator("db_prepare_threshold", "thread_ttl_days", "history_keep_days", mode="before")
     @classmethod
-    def _none_disables_prepare(cls, value: object) -> object:
-        # PgBouncer in transaction mode needs prepared statements off: DB_PREPARE_THRESHOLD=none
-        if isinstance(value, str) and value.strip().lower() in {"", "none", "null", "off"}:
+    def _none_turns_off(cls, value: object) -> object:
+        # `none` turns the rule off: DB_PREPARE_THRESHOLD=none (PgBouncer in transaction
+        # mode needs prepared statements off), THREAD_TTL_DAYS / HISTORY_KEEP_DAYS=none.
+        if isinstance(value, str) and value.strip().lower() in NONE_WORDS:
             return None
         return value
 

@@ -16,6 +16,17 @@ class TestSettings:
         s = Settings(db_prepare_threshold="7", _env_file=None)  # type: ignore[call-arg,arg-type]
         assert s.db_prepare_threshold == 7
 
+    @pytest.mark.parametrize("field", ["thread_ttl_days", "history_keep_days"])
+    @pytest.mark.parametrize("value", ["none", "Off", " null ", ""])
+    def test_retention_rule_none_keeps_for_ever(self, field: str, value: str) -> None:
+        s = Settings(**{field: value}, _env_file=None)  # type: ignore[arg-type]
+        assert getattr(s, field) is None
+
+    def test_retention_rules_keep_numbers(self) -> None:
+        values = {"thread_ttl_days": "30", "history_keep_days": "0"}
+        s = Settings(**values, _env_file=None)  # type: ignore[arg-type]
+        assert (s.thread_ttl_days, s.history_keep_days) == (30.0, 0.0)
+
     @pytest.mark.parametrize("secret", [DEV_SECRET, "change-me", "short-but-random-xyz"])
     def test_prod_refuses_weak_secrets(self, secret: str) -> None:
         with pytest.raises(ValidationError, match="JWT_SECRET"):
