@@ -68,3 +68,21 @@ class OrderLookup:
             status = found.group(0) if found else "being processed"
         ids = _ORDER.findall(text) or _ORDER.findall(request.last_user_text())
         return Reply.say(answer(ids[0] if ids else "your order", status))
+
+
+class LookupOrCancel(OrderLookup):
+    """OrderLookup, and a confirmed write for "cancel <order>": first call
+    cancel_pending_order for the order in the message; after its result, one sentence.
+    (benchmarks/roundtrips.py's write turn: post, paused for confirmation, resume.)"""
+
+    def __call__(self, request: ChatRequest) -> Reply:
+        text = request.last_user_text()
+        if request.tools and "cancel" in text.lower():
+            if request.pending_tool_results():
+                return Reply.say("Done: the order is cancelled and the payment refunded.")
+            ids = _ORDER.findall(text)
+            if ids:
+                return Reply.call(
+                    "cancel_pending_order", order_id=ids[0], reason="no longer needed"
+                )
+        return super().__call__(request)
