@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, Request, params
 from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool
 
@@ -51,19 +52,26 @@ def _client_key(request: Request, services: Services) -> str:
     return services.limiter.client_key(peer, request.headers.get("x-forwarded-for"))
 
 
+async def signed_in(
+    request: Request, services: Services, read_token: Callable[[], str]
+) -> Principal:
+    """The principal of the token `read_token` finds in the request (it raises Unauthorized
+    for a missing or malformed one). The one place a token becomes a principal, for the
+    native routes and the LangGraph ones alike."""
+    try:
+        return verify_token(services.settings.jwt_secret.get_secret_value(), read_token())
+    except Unauthorized:
+        # Failed sign-ins count per client IP; past the limit the answer is 429, not 401.
+        await services.limiter.check("auth", _client_key(request, services))
+        raise
+
+
 async def current_user(
     request: Request,
     services: Annotated[Services, Depends(get_services)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    try:
-        return verify_token(
-            services.settings.jwt_secret.get_secret_value(), bearer_token(authorization)
-        )
-    except Unauthorized:
-        # Failed sign-ins count per client IP; past the limit the answer is 429, not 401.
-        await services.limiter.check("auth", _client_key(request, services))
-        raise
+    return await signed_in(request, services, lambda: bearer_token(authorization))
 
 
 async def limit_public(
@@ -97,14 +105,17 @@ async def limit_thread_creation(
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 CurrentUser = Annotated[Principal, Depends(current_user)]
+
+
+def session_id_path(description: str) -> params.Path:
+    """A path parameter that names a thread by its session id, checked before any route."""
+    return params.Path(
+        min_length=1, max_length=64, pattern=SESSION_ID_RE.pattern, description=description
+    )
+
+
 SessionId = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=64,
-        pattern=SESSION_ID_RE.pattern,
-        description="The thread's session id: 1-64 characters of A-Z a-z 0-9 _ -",
-    ),
+    str, session_id_path("The thread's session id: 1-64 characters of A-Z a-z 0-9 _ -")
 ]
 
 
@@ -116,9 +127,14 @@ class ThreadRef:
     id: str
     session_id: str
 
+    @classmethod
+    def of(cls, user: Principal, session_id: str) -> ThreadRef:
+        """The caller's own thread: another user's same session id is another thread."""
+        return cls(id=thread_id(user.user_id, session_id), session_id=session_id)
+
 
 async def caller_thread(session_id: SessionId, user: CurrentUser) -> ThreadRef:
-    return ThreadRef(id=thread_id(user.user_id, session_id), session_id=session_id)
+    return ThreadRef.of(user, session_id)
 
 
 ThreadId = Annotated[ThreadRef, Depends(caller_thread)]
