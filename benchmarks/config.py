@@ -35,6 +35,19 @@ class Plan:
     )
     warmup_turns: int = 12
     turns_per_conversation: int = 3
+    # realistic capacity (benchmarks/capacity.py): open conversations stepped from
+    # capacity_start up while they hold, or down until one holds (empty: skip)
+    capacity_levels: tuple[int, ...] = (250, 500, 750, 1000, 1250, 1500)
+    capacity_start: int = 1000
+    capacity_think_s: float = 20.0  # uniform +- 5 s between an answer and the next message
+    capacity_turns: int = 4  # messages per conversation
+    capacity_turn_s: float = 1.2  # a turn's expected time, for the arrival rate
+    capacity_warmup_s: float = 25.0
+    capacity_measure_s: float = 40.0
+    capacity_single_turns: int = 30  # the one-customer baseline
+    capacity_procs: int = 2  # load generator processes at most (one per 100 open at least)
+    capacity_customers: int = 2000  # the shop of the section's own database
+    roundtrip_turns: int = 10  # benchmarks/roundtrips.py, turns of each kind (0: skip)
 
 
 FULL = Plan(
@@ -78,4 +91,11 @@ QUICK = Plan(
     variant_reps=0,
     thin_reps=1,
     warmup_turns=4,
+    capacity_levels=(100, 200),
+    capacity_start=200,
+    capacity_warmup_s=10.0,
+    capacity_measure_s=15.0,
+    capacity_single_turns=10,
+    capacity_customers=400,
+    roundtrip_turns=3,
 )

@@ -165,6 +165,7 @@ def _targets(r: dict[str, Any]) -> list[str]:
             f"| {ratio:.2f}x ({last:.0f} vs {first:.0f} ms p50) "
             f"| {'yes' if ratio <= 1.3 else 'no'} |"
         )
+    rows += _capacity_targets(r)
     if not rows:
         return []
     return [
@@ -175,6 +176,35 @@ def _targets(r: dict[str, Any]) -> list[str]:
         *rows,
         "",
     ]
+
+
+def _capacity_targets(r: dict[str, Any]) -> list[str]:
+    rows = []
+    c = r.get("capacity")
+    if c and "ours" in c["systems"]:
+        ours = c["systems"]["ours"]
+        peer = c["systems"].get("peer")
+
+        def held(s: dict[str, Any]) -> str:
+            return f"{s['held']:,}" if s["held"] else f"< {min(int(k) for k in s['levels']):,}"
+
+        rows.append(
+            "| realistic capacity: open conversations held with p95 within"
+            f" {c['hold_ratio']}x of one customer's, shipped defaults (aim 1,000)"
+            f" | ours {held(ours)}"
+            + (f", peer {held(peer)}" if peer else "")
+            + f" | {'yes' if ours['held'] >= 1000 else 'no'} |"
+        )
+    rt = r.get("roundtrips", {}).get("kinds")
+    if rt:
+        rows.append(
+            "| round trips per turn (counted; state before and after)"
+            f" | read {rt['read']['round_trips_per_turn']:.1f}"
+            f" ({rt['read']['statements_per_turn']:.0f} statements),"
+            f" write {rt['write']['round_trips_per_turn']:.1f}"
+            f" ({rt['write']['statements_per_turn']:.0f} statements) | - |"
+        )
+    return rows
 
 
 def _section_overhead(r: dict[str, Any]) -> list[str]:
@@ -507,6 +537,102 @@ def _ceiling_c(r: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _probe(level: dict[str, Any], key: str, stat: str, digits: int = 0) -> str:
+    value = level.get("probes", {}).get(key, {}).get(stat)
+    return NA if value is None else fmt(value, digits)
+
+
+def section_capacity(r: dict[str, Any]) -> list[str]:
+    """Realistic capacity (benchmarks/capacity.py): open conversations held, ours and peer."""
+    c = r.get("capacity")
+    if not c:
+        return []
+    lines = [
+        "## Realistic capacity: open conversations held",
+        "",
+        f"Open loop (`benchmarks/capacity.py`): new conversations arrive at a fixed rate, each a"
+        f" customer sending {c['turns_per_conversation']} order-lookup messages, the first on a"
+        f" new thread, with a think time of {c['think_s']:.0f} +- {c['think_spread_s']:.0f} s"
+        " (uniform, seeded) between an answer's end and the next message; the rate is set so"
+        " that the level's number of conversations is open at once (and that many are under"
+        " way from the start). Model: "
+        f"{c['profile']}. Each service runs with the shipped defaults (ours: one process, its"
+        " pool, rate limits and the token budget on) on a database of its own with"
+        f" {c['customers']} customers, so no customer has two conversations at once. A level"
+        f" is warmed up {c['warmup_s']:.0f} s and measured {c['measure_s']:.0f} s (turns"
+        " started in that window, each waited for to its end); it **holds** when its p95"
+        f" turn time is within {c['hold_ratio']}x of one customer's alone (measured first,"
+        " turns one after another) and under 1% of turns fail. Levels go up from the first"
+        " while they hold, or down until one does.",
+        "",
+        "| system | baseline p95 ms (1 customer) | open conversations held |",
+        "|---|---:|---:|",
+    ]
+    for name, s in c["systems"].items():
+        held = f"{s['held']:,}" if s["held"] else f"< {min(int(k) for k in s['levels']):,}"
+        held += " (the highest level tried)" if s.get("top_tried_holds") else ""
+        lines.append(f"| {name} | {fmt(s['baseline']['p95_ms'], 0)} | **{held}** |")
+    lines += [
+        "",
+        "| system | open (target / measured) | turns in flight | turns/s | turn p50 / p95 ms"
+        " | p95 / baseline | TTFT p50 / p95 ms | errors / turns | holds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, s in c["systems"].items():
+        for n, e in s["levels"].items():
+            lines.append(
+                f"| {name} | {int(n):,} / {e['open_mean']:,.0f} | {e['in_flight_mean']:.1f}"
+                f" | {e['turns_per_s']:.1f} | {fmt(e['p50_ms'], 0)} / {fmt(e['p95_ms'], 0)}"
+                f" | {e['p95_ratio']:.2f}x | {fmt(e['ttft_p50_ms'], 0)} /"
+                f" {fmt(e['ttft_p95_ms'], 0)} | {e['errors']} / {e['turns']}"
+                f" | {'yes' if e['holds'] else 'no'} |"
+            )
+    lines += [
+        "",
+        "What could queue, sampled once a second during each level's measured window"
+        " (mean / max): the service's event-loop lag as the time to answer `/healthz`"
+        " (`/health` for the peer; answered on the loop with no I/O), the model server's as"
+        " the time to answer `/v1/models`, our pool (`/metrics`: connections in use of"
+        " DB_POOL_MAX, requests waiting for one), Postgres backends of the database that are"
+        " active or waiting on a lock, and cores used by each process (the generator's from"
+        " its own CPU time; its loop lag is the lateness of a 50 ms timer, p99 / max).",
+        "",
+        "| system | open | service lag ms | model lag ms | pool in use | pool waiting"
+        " | pg active | pg lock waits | service cores | model cores | Postgres cores"
+        " | generator cores (procs) | generator lag ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in c["systems"].items():
+        for n, e in s["levels"].items():
+
+            def both(key: str, digits: int = 0, e: dict[str, Any] = e) -> str:
+                return f"{_probe(e, key, 'mean', digits)} / {_probe(e, key, 'max', digits)}"
+
+            pool = "-" if name == "peer" else both("pool_in_use", 1)
+            waiting = "-" if name == "peer" else both("pool_waiting", 1)
+            lag = e["generator_lag_ms"]
+            lines.append(
+                f"| {name} | {int(n):,} | {both('health_ms', 1)} | {both('model_ms', 1)}"
+                f" | {pool} | {waiting} | {both('pg_active', 1)} | {both('pg_lock_waits')}"
+                f" | {both(f'cores_{name}', 2)} | {both('cores_model', 2)}"
+                f" | {both('cores_postgres', 2)} | {e['generator_cores']:.2f}"
+                f" ({e['generator_procs']}) | {fmt(lag['p99'], 1)} / {fmt(lag['max'], 1)} |"
+            )
+    lines.append("")
+    return lines
+
+
+def section_roundtrips(r: dict[str, Any]) -> list[str]:
+    rt = r.get("roundtrips")
+    if not rt:
+        return []
+    if "skipped" in rt:
+        return ["## Round trips per turn", "", f"Skipped: {rt['skipped']}.", ""]
+    from benchmarks.roundtrips import render as render_roundtrips
+
+    return ["## Round trips per turn", "", render_roundtrips(rt), ""]
+
+
 def _section_profile(r: dict[str, Any]) -> list[str]:
     prof = r.get("profile")
     if not prof:
@@ -604,6 +730,8 @@ def render(r: dict[str, Any]) -> str:
     lines += _section_long(r)
     lines += _section_memory(r)
     lines += _section_ceilings(r)
+    lines += section_capacity(r)
+    lines += section_roundtrips(r)
     if r.get("features_md"):
         lines += [r["features_md"].rstrip(), ""]
     lines += _section_profile(r)

@@ -1,6 +1,6 @@
 """`make bench`: run every benchmark and write benchmarks/RESULTS.md.
 
-    .venv/bin/python -m benchmarks.run            # full run (about 13 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.run            # full run (about 22 minutes on 2 cores)
     .venv/bin/python -m benchmarks.run --quick    # smoke run, 2-3 minutes (out/RESULTS-quick.md)
 
 Postgres is DATABASE_URL's server, else postgres@127.0.0.1:5432 (trust). A fresh database
@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from benchmarks import features, machine, profiling, retention, summary
+from benchmarks import capacity, features, machine, profiling, retention, roundtrips, summary
 from benchmarks.config import FULL, QUICK, Plan
 from benchmarks.pgceiling import pgbench_ceiling
 from benchmarks.procs import (
@@ -548,6 +548,8 @@ def run_all(bench: Bench) -> None:
         bench.section_load(
             "realistic", plan.realistic_levels, reps, {"ours": urls["ours"], "peer": urls["peer"]}
         )
+    capacity.section(bench, PROFILES["realistic"])
+    section_roundtrips(bench)
     with services(bench, "slow") as urls:
         bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]}, turns=2)
         bench.section_memory("ours", urls["ours"])
@@ -556,6 +558,22 @@ def run_all(bench: Bench) -> None:
         log("section 6: cache, text observations and summaries on/off (in-process)")
         bench.results["features_md"] = asyncio.run(features.main())
     section_retention(bench)
+
+
+def section_roundtrips(bench: Bench) -> None:
+    """Statements and round trips per read and write turn (benchmarks/roundtrips.py), on a
+    private cluster with pg_stat_statements."""
+    if bench.plan.roundtrip_turns <= 0:
+        return
+    log("round trips per turn: a private cluster with pg_stat_statements")
+    logs = bench.out / "roundtrips"
+    logs.mkdir(exist_ok=True)
+    turns = bench.plan.roundtrip_turns
+    try:
+        bench.results["roundtrips"] = roundtrips.run(turns, 3, logs)
+    except (RuntimeError, OSError, TimeoutError) as error:  # e.g. no PostgreSQL binaries
+        bench.results["roundtrips"] = {"skipped": f"{type(error).__name__}: {error}"}
+    bench.commands["benchmarks.roundtrips"] = f"python -m benchmarks.roundtrips --turns {turns}"
 
 
 def section_retention(bench: Bench) -> None:
