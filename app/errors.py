@@ -28,6 +28,7 @@ class AppError(Exception):
         if status_code:
             self.status_code = status_code
         self.headers: dict[str, str] = {}
+        self.details: dict[str, Any] = {}  # more fields of the error object, for clients
 
 
 class NotFound(AppError):
@@ -50,10 +51,22 @@ class Conflict(AppError):
 
 
 class ThreadBusy(Conflict):
+    """409: another run holds the thread. `Retry-After` is when its lease expires if it is
+    not renewed; a reply whose server died holds it for at most `window_s` (the lease's
+    time to live), a live one until it ends."""
+
     code = "thread_busy"
 
-    def __init__(self) -> None:
-        super().__init__("another reply is in progress on this thread; try again when it ends")
+    def __init__(self, *, retry_after_s: int = 1, window_s: int | None = None) -> None:
+        message = "another reply is in progress on this thread; try again when it ends"
+        if window_s is not None:
+            message += f" (a reply whose server stopped frees it within {window_s} s)"
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)
+        self.headers = {"Retry-After": str(self.retry_after_s)}
+        self.details = {"retry_after_s": self.retry_after_s}
+        if window_s is not None:
+            self.details["lease_ttl_s"] = window_s
 
 
 class RateLimited(AppError):
@@ -68,8 +81,8 @@ class RateLimited(AppError):
         self.headers = {"Retry-After": str(self.retry_after_s)}
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **details}}
 
 
 def thread_not_found() -> NotFound:
@@ -151,7 +164,9 @@ def install_error_handlers(app: FastAPI) -> None:
             if services is not None:
                 services.metrics.add("cs_agent_thread_busy_total")
         return JSONResponse(
-            error_body(exc.code, exc.message), status_code=exc.status_code, headers=exc.headers
+            error_body(exc.code, exc.message, **exc.details),
+            status_code=exc.status_code,
+            headers=exc.headers,
         )
 
     @app.exception_handler(RequestValidationError)

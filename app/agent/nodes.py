@@ -19,13 +19,14 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.agent.books import keep_books, refused_calls
+from app.agent.edits import cut_answer, open_turn
 from app.agent.llm import ModelReplyBroken, model_call_deadline, require_finished
 from app.agent.model_view import text_of
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
 from app.agent.repair import close_dangling
 from app.agent.routing import INVALID_ARGS_KEY, last_ai, new_tool_results, refusal_text
-from app.agent.state import AgentState, applied, changes_only, fresh_turn_fields
+from app.agent.state import AgentState, applied, changes_only
 from app.agent.text_protocol import MODEL_CALLS
 from app.agent.trimming import model_window
 from app.config import Settings
@@ -79,7 +80,7 @@ async def streamed(
     way the node fails, so nothing it streamed is stored, and the run ends with an error.
     """
     if stop_requested():  # cancelled: the turn ends here, at a step boundary
-        return cut_answer([])
+        return cut_answer("")
     write = get_stream_writer()
     chunks: list[Any] = []
     async with model_call_deadline(deadline_s):
@@ -90,20 +91,11 @@ async def streamed(
             if text := text_of(chunk):
                 write({TOKEN_KEY: text, "message_id": chunk.id})
             if stop_requested():  # cancelled mid-stream: closing the stream stops the model
-                return cut_answer(chunks)
+                return cut_answer("".join(text_of(c) for c in chunks))
     if not chunks:
         raise ModelReplyBroken("nothing came back")
     merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
     return require_finished(message_chunk_to_message(merged))
-
-
-def cut_answer(chunks: list[Any]) -> AIMessage:
-    """The answer as far as it got when its run was cancelled, marked as cut. A tool call
-    the model had begun to write is dropped: half a call is no call."""
-    text = "".join(text_of(chunk) for chunk in chunks)
-    return AIMessage(
-        content=f"{text} …" if text else "", response_metadata={"finish_reason": "cancelled"}
-    )
 
 
 @dataclass
@@ -143,12 +135,7 @@ class CoreNodes:
             customer_id=conversation_customer(runtime.context, state.get("verified_user_id")),
             observation_format=self.settings.observation_format,
         )
-        turn = state.get("turn_number", 0) + 1
-        return {
-            "messages": [*repairs, incoming],
-            "incoming": None,
-            **fresh_turn_fields(str(incoming.id), turn),
-        }
+        return open_turn(incoming, state.get("turn_number", 0), repairs)
 
     async def _model_step(
         self, state: AgentState, runtime: Runtime[AgentContext]

@@ -88,14 +88,6 @@ async def limit_sign_in(
     await services.limiter.check("auth", _client_key(request, services))
 
 
-async def limit_posts(
-    user: Annotated[Principal, Depends(current_user)],
-    services: Annotated[Services, Depends(get_services)],
-) -> None:
-    """A turn's model calls cost money: the user's post rate and daily token budget."""
-    await services.limiter.check_post(user.user_id)
-
-
 async def limit_thread_creation(
     user: Annotated[Principal, Depends(current_user)],
     services: Annotated[Services, Depends(get_services)],

@@ -2,16 +2,14 @@
 
 Each limit is a GCRA (generic cell rate algorithm) over one row of `rate_limits`: `burst`
 requests at once, then one per emission interval. One UPSERT decides and records a request,
-so a check is a single round trip, and every replica sees the same counts. A post's check
-reads the user's model tokens of the day (from `runs.result.usage`) in that same statement.
+so a check is a single round trip, and every replica sees the same counts. A post's rate and
+the day's token budget are checked by the statement that opens its run (app/runs/limits.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -20,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.config import Settings
 from app.errors import RateLimited
 from app.metrics import Metrics
+from app.runs.limits import POSTS, Limit, limit
 
 log = structlog.get_logger(__name__)
 
@@ -38,67 +37,33 @@ _HIT = """hit AS (
 # On a refusal, how far the key's tat (as it was before this statement) lies ahead of now.
 _AHEAD = """extract(epoch FROM
         (SELECT tat FROM rate_limits WHERE key = %(key)s) - now())::float8 AS ahead_s"""
-# Today's model tokens of a user: runs of their threads, and runs of threads they deleted
-# (kept as counts in spent_tokens; a run still there, when its thread's delete failed, is
-# counted once). A thread with a run today was updated today.
-_SPENT = """(SELECT coalesce(sum(tokens), 0) FROM (
-            SELECT r.run_id,
-                   coalesce((r.result->'usage'->>'input_tokens')::bigint, 0)
-                   + coalesce((r.result->'usage'->>'output_tokens')::bigint, 0) AS tokens
-            FROM threads t JOIN runs r ON r.thread_id = t.thread_id
-            WHERE t.user_id = %(user_id)s AND t.updated_at >= date_trunc('day', now(), 'UTC')
-              AND r.created_at >= date_trunc('day', now(), 'UTC')
-            UNION ALL
-            SELECT s.run_id, s.tokens FROM spent_tokens s
-            WHERE s.user_id = %(user_id)s AND s.created_at >= date_trunc('day', now(), 'UTC')
-              AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = s.run_id)
-        ) today)::bigint AS spent,
-        extract(epoch FROM date_trunc('day', now(), 'UTC') + interval '1 day' - now())::float8
-            AS day_left_s"""
 
 CHECK_SQL = f"WITH {_HIT} SELECT EXISTS (SELECT 1 FROM hit) AS allowed, {_AHEAD}"
-POST_SQL = f"WITH {_HIT} SELECT EXISTS (SELECT 1 FROM hit) AS allowed, {_AHEAD}, {_SPENT}"
-BUDGET_SQL = f"SELECT true AS allowed, 0::float8 AS ahead_s, {_SPENT}"
 PURGE_SQL = "DELETE FROM rate_limits WHERE tat < now()"
 
 MESSAGES = {
-    "posts": "too many messages; wait a moment before sending the next one",
+    "posts": POSTS,
     "threads": "too many new conversations; try again later",
     "public": "too many requests from this address; slow down",
     "auth": "too many sign-in attempts from this address; try again later",
 }
 
 
-@dataclass(frozen=True)
-class Limit:
-    name: str
-    interval_s: float  # one request per interval, once the burst is spent
-    burst: int
-
-    @property
-    def window_s(self) -> float:
-        return self.interval_s * self.burst
-
-
-def _limit(name: str, rate: float, per_s: float, burst: int) -> Limit | None:
-    return Limit(name, per_s / rate, burst) if rate > 0 else None
-
-
 def limits_from(settings: Settings) -> dict[str, Limit | None]:
     return {
-        "posts": _limit(
+        "posts": limit(
             "posts", settings.rate_limit_posts_per_minute, 60, settings.rate_limit_posts_burst
         ),
-        "threads": _limit(
+        "threads": limit(
             "threads",
             settings.rate_limit_threads_per_hour,
             3600,
             settings.rate_limit_threads_burst,
         ),
-        "public": _limit(
+        "public": limit(
             "public", settings.rate_limit_public_per_minute, 60, settings.rate_limit_public_burst
         ),
-        "auth": _limit(
+        "auth": limit(
             "auth", settings.rate_limit_auth_per_minute, 60, settings.rate_limit_auth_burst
         ),
     }
@@ -155,7 +120,6 @@ class RateLimiter:
         self.pool = pool
         self.metrics = metrics
         self.limits = limits_from(settings)
-        self.token_budget = settings.token_budget_per_day
         self.trusted = trusted_networks(settings.trusted_proxies)
         self._checks = 0
         self._purges: set[asyncio.Task[None]] = set()
@@ -167,39 +131,15 @@ class RateLimiter:
         """Count one request of `subject` against limit `name`; RateLimited when over it."""
         limit = self.limits[name]
         if limit is not None:
-            row = await self._run(CHECK_SQL, limit, subject, {})
+            row = await self._run(CHECK_SQL, limit, subject)
             self._refuse_if_over(limit, row)
 
-    async def check_post(self, user_id: str) -> None:
-        """A message post or resume: the user's post rate and model-token budget, together.
-
-        The budget's sum reads the user's runs of today: a few for a person, at most what
-        the post rate lets through for anyone."""
-        limit = self.limits["posts"]
-        if limit is None and not self.token_budget:
-            return
-        sql = BUDGET_SQL if limit is None else POST_SQL if self.token_budget else CHECK_SQL
-        row = await self._run(sql, limit, user_id, {"user_id": user_id})
-        if limit is not None:
-            self._refuse_if_over(limit, row)
-        if self.token_budget and row["spent"] >= self.token_budget:
-            self.metrics.add("cs_agent_rate_limited_total", limit="token_budget")
-            raise RateLimited(
-                "today's model budget for this account is used up; it renews at midnight UTC",
-                code="token_budget_exhausted",
-                retry_after_s=math.ceil(row["day_left_s"]),
-            )
-
-    async def _run(
-        self, sql: str, limit: Limit | None, subject: str, extra: dict[str, Any]
-    ) -> dict[str, Any]:
-        params = dict(extra)
-        if limit is not None:
-            params |= {
-                "key": f"{limit.name}:{subject}",
-                "interval_s": limit.interval_s,
-                "window_s": limit.window_s,
-            }
+    async def _run(self, sql: str, limit: Limit, subject: str) -> dict[str, Any]:
+        params = {
+            "key": f"{limit.name}:{subject}",
+            "interval_s": limit.interval_s,
+            "window_s": limit.window_s,
+        }
         async with self.pool.connection() as conn:
             cur = await conn.execute(sql, params)
             row: dict[str, Any] | None = await cur.fetchone()
@@ -211,8 +151,8 @@ class RateLimiter:
         if row["allowed"]:
             return
         self.metrics.add("cs_agent_rate_limited_total", limit=limit.name)
-        wait_s = (row["ahead_s"] or 0.0) + limit.interval_s - limit.window_s
-        raise RateLimited(MESSAGES[limit.name], retry_after_s=math.ceil(wait_s))
+        retry_after_s = limit.retry_after_s(row["ahead_s"] or 0.0)
+        raise RateLimited(MESSAGES[limit.name], retry_after_s=retry_after_s)
 
     def _maybe_purge(self) -> None:
         self._checks += 1

@@ -25,8 +25,13 @@ or the last write's call). Nothing the shop did is lost: every effect waits for 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -39,6 +44,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_checkpoint_id,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -96,6 +102,47 @@ async def store_held() -> None:
         await held.store()
 
 
+@dataclass
+class _Prefetched:
+    """The newest checkpoint of a thread as the run's opening statement read it (`row`;
+    None: the thread has none), good until the run stores anything."""
+
+    thread_id: str
+    row: dict[str, Any] | None
+    live: bool = True
+
+    def answers(self, config: RunnableConfig) -> bool:
+        configurable = config["configurable"]
+        return (
+            self.live
+            and configurable["thread_id"] == self.thread_id
+            and configurable.get("checkpoint_ns", "") == ""
+            and not get_checkpoint_id(config)
+            # upstream migrates the pending sends of checkpoints before v4 on load
+            and (self.row is None or self.row["checkpoint"].get("v", 0) >= 4)
+        )
+
+
+_prefetched: ContextVar[_Prefetched | None] = ContextVar("prefetched_checkpoint", default=None)
+
+
+@contextmanager
+def prefetched(thread_id: str, row: dict[str, Any] | None) -> Iterator[None]:
+    """Within the block, the newest checkpoint of `thread_id` is `row` (the columns of the
+    saver's SELECT), so loading it costs no round trip; the first store ends that."""
+    token = _prefetched.set(_Prefetched(thread_id, row))
+    try:
+        yield
+    finally:
+        _prefetched.reset(token)
+
+
+def _stored_since_prefetch() -> None:
+    pre = _prefetched.get()
+    if pre is not None:
+        pre.live = False
+
+
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
     return {
         "configurable": {
@@ -107,6 +154,12 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableC
 
 
 class PostgresCheckpointer(AsyncPostgresSaver):
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        pre = _prefetched.get()
+        if pre is not None and pre.answers(config):
+            return None if pre.row is None else await self._load_checkpoint_tuple(pre.row)
+        return await super().aget_tuple(config)
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -114,6 +167,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        _stored_since_prefetch()
         values = checkpoint["channel_values"]
         if any(isinstance(v, _DeltaSnapshot) for v in values.values()):
             await store_held()  # upstream's path stores at once: keep the order
@@ -153,6 +207,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        _stored_since_prefetch()
         # Special channels (errors, interrupts) have fixed slots and are upserted.
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         query = self.UPSERT_CHECKPOINT_WRITES_SQL if special else self.INSERT_CHECKPOINT_WRITES_SQL

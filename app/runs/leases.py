@@ -86,11 +86,19 @@ class ThreadLeases:
         if self._held.get(lease.thread_id) == lease:
             self._on_lost[lease.thread_id] = callback
 
-    async def release(self, lease: Lease) -> None:
-        """Free the thread, if the lease is still this run's (a fenced no-op otherwise)."""
+    def held(self, lease: Lease) -> None:
+        """Renew `lease` with the others from now on (a claim made by `cs_begin_run`)."""
+        self._held[lease.thread_id] = lease
+
+    def forget(self, lease: Lease) -> None:
+        """Stop renewing `lease`: it was released (by the statement that closed its run)."""
         if self._held.get(lease.thread_id) == lease:
             del self._held[lease.thread_id]
             self._on_lost.pop(lease.thread_id, None)
+
+    async def release(self, lease: Lease) -> None:
+        """Free the thread, if the lease is still this run's (a fenced no-op otherwise)."""
+        self.forget(lease)
         try:
             async with self.pool.connection() as conn:
                 await conn.execute(_RELEASE, (lease.thread_id, lease.generation))

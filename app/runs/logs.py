@@ -1,7 +1,8 @@
 """A run's event log beyond its own process: shipped while it runs, read from any replica.
 
-The owner keeps the log in memory (`Run.log`) and stores it whole with the run's outcome.
-While the run goes on, the log is shipped in chunks, every `SHIP_EVERY_S` (at most one
+The owner keeps the log in memory (`Run.log`) and stores what was not shipped yet as the
+last chunk, in the statement that records the run's outcome. While the run goes on, the log
+is shipped in chunks, every `SHIP_EVERY_S` (at most one
 insert per interval, however many tokens), but only once a reader may need it elsewhere:
 the run's own client went away, or another replica asked to follow it. A turn whose client
 stays connected to the replica that runs it writes no chunks at all.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import structlog
@@ -35,12 +36,12 @@ class LogShipper:
     """Ships one run's log in chunks from the first call of `start` until the run ends."""
 
     def __init__(
-        self, repo: RunRepository, run_id: str, log_of: Callable[[], list[Sequenced]]
+        self, repo: RunRepository, run_id: str, take: Callable[[int], list[Sequenced]]
     ) -> None:
         self.repo = repo
         self.run_id = run_id
-        self._log_of = log_of
-        self._shipped = 0
+        self._take = take  # the log from an index on (no token joins what it returns)
+        self.shipped = 0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -55,27 +56,37 @@ class LogShipper:
 
     async def _ship_until_done(self) -> None:
         while True:
-            events = self._log_of()
-            upto = len(events)
-            chunk = records(events[self._shipped : upto])
+            events = self._take(self.shipped)
+            upto = self.shipped + len(events)
+            chunk = records(events)
             if chunk:
                 try:
                     await self.repo.append_events(self.run_id, chunk)
-                    self._shipped = upto
+                    self.shipped = upto
                 except Exception as error:  # the next interval tries again
                     log.warning("could not ship a run's events", error_type=type(error).__name__)
-            elif upto > self._shipped:
-                self._shipped = upto  # only `done`
+            elif upto > self.shipped:
+                self.shipped = upto  # only `done`
             await asyncio.sleep(SHIP_EVERY_S)
+
+
+def increasing(events: Iterable[Sequenced]) -> list[Sequenced]:
+    """Each id once, in order: a chunk shipped while its run was stopping may overlap the
+    one stored with the outcome."""
+    out: list[Sequenced] = []
+    for seq, event in events:
+        if not out or seq > out[-1][0]:
+            out.append((seq, event))
+    return out
 
 
 def _ending(row: dict[str, Any], after: int) -> list[Sequenced]:
     """The rest of a finished run's stored log, then its `done`."""
-    stored = [from_record(r) for r in row["events"] or []]
+    stored = increasing(from_record(r) for r in row["events"] or [])
     last = stored[-1][0] if stored else after
     done = Done(status=row["status"], checkpoint_id=row["checkpoint_id"], usage=row["usage"] or {})
     out = [(seq, event) for seq, event in stored if seq > after]
-    if row["events"] is None and row["status"] == "abandoned":
+    if row["status"] == "abandoned":
         out.append((last + 1, RunFailed(code="run_lost", message=RUN_LOST)))
         last += 1
     if last + 1 > after:
@@ -96,7 +107,7 @@ async def follow_stored(
         if row["status"] == "running" and not row["held"]:
             # Recorded as running, yet no live lease: its process died. The next claim of
             # the thread closes it as abandoned; the reader hears it now.
-            row = {**row, "status": "abandoned", "events": None}
+            row = {**row, "status": "abandoned"}
         if row["status"] != "running":
             ending = _ending(row, after)
             if ending:
@@ -104,9 +115,8 @@ async def follow_stored(
             return
         if not asked:
             asked = await repo.request(thread_id, run_id, "tail")
-        batch = [
-            e for e in map(from_record, await repo.events_after(run_id, after)) if e[0] > after
-        ]
+        stored = increasing(map(from_record, await repo.events_after(run_id, after)))
+        batch = [e for e in stored if e[0] > after]
         if batch:
             after = batch[-1][0]
             yield batch

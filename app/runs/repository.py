@@ -9,12 +9,9 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.fencing import Lease
 from app.jsonbytes import json_bytes
-
-# The newest checkpoint of a thread's root graph: ids only, the checkpoint itself is not read.
-_LATEST_CHECKPOINT = """SELECT checkpoint_id FROM checkpoints
-    WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
-    ORDER BY checkpoint_id DESC LIMIT 1"""
+from app.runs.statements import BEGIN_RUN, CLOSE_RUN, EVENTS, LATEST_CHECKPOINT, Begun, begun
 
 
 def _dumps(value: Any) -> bytes | str:
@@ -74,47 +71,66 @@ class RunRepository:
         """The thread's index row, its runs and its transcript archive, all or none."""
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute("DELETE FROM transcript_archive WHERE thread_id = %s", (thread_id,))
+            await conn.execute(
+                """DELETE FROM run_event_chunks
+                   WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = %s)""",
+                (thread_id,),
+            )
             await conn.execute("DELETE FROM runs WHERE thread_id = %s", (thread_id,))
             await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
 
-    async def open_run(
+    async def begin_run(
         self,
+        *,
         run_id: str,
         thread_id: str,
         user_id: str,
         session_id: str,
         client_message_id: str | None,
-        owner: str | None = None,
-    ) -> tuple[bool, str | None]:
-        """Index the thread, record a new run and read the checkpoint it starts from, in one
-        round trip. Returns (False, ...) when this client_message_id already has a run."""
+        owner: str,
+        ttl_ms: int,
+        rate: dict[str, Any],
+        budget: int,
+    ) -> Begun:
+        """Check the post rate (`rate`: key, interval_s, window_s; or empty) and the day's
+        token `budget` (0: none), claim the thread, record the run and read the checkpoint
+        it starts from: one statement."""
+        params = {
+            "thread_id": thread_id,
+            "user_id": user_id,
+            "session_id": session_id,
+            "owner": owner,
+            "run_id": run_id,
+            "ttl_ms": ttl_ms,
+            "client_message_id": client_message_id,
+            "rate_key": rate.get("key"),
+            "interval_s": rate.get("interval_s"),
+            "window_s": rate.get("window_s"),
+            "budget": budget,
+        }
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                f"""WITH thread AS (
-                        INSERT INTO threads (thread_id, user_id, session_id)
-                        VALUES (%(thread_id)s, %(user_id)s, %(session_id)s)
-                        ON CONFLICT (thread_id) DO NOTHING
-                    ), run AS (
-                        INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
-                        VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running',
-                                %(owner)s)
-                        ON CONFLICT (thread_id, client_message_id) DO NOTHING RETURNING run_id
-                    )
-                    SELECT EXISTS (SELECT 1 FROM run) AS started,
-                           ({_LATEST_CHECKPOINT}) AS checkpoint_id""",
+            cur = await conn.execute(BEGIN_RUN, params, binary=True)
+            row = await cur.fetchone()
+        assert row is not None
+        return begun(thread_id, row)
+
+    async def discard_run(self, lease: Lease) -> None:
+        """A run that never started (nothing to resume, a replayed message, an error before
+        its launch): its record goes and its lease is released, in one statement."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                """WITH gone AS (
+                       DELETE FROM runs WHERE run_id = %(run_id)s AND status = 'running'
+                   )
+                   UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
+                   WHERE thread_id = %(thread_id)s AND generation = %(generation)s
+                     AND run_id = %(run_id)s""",
                 {
-                    "run_id": run_id,
-                    "thread_id": thread_id,
-                    "user_id": user_id,
-                    "session_id": session_id,
-                    "client_message_id": client_message_id,
-                    "owner": owner,
+                    "run_id": lease.run_id,
+                    "thread_id": lease.thread_id,
+                    "generation": lease.generation,
                 },
             )
-            row = await cur.fetchone()
-            assert row is not None
-            checkpoint_id = row["checkpoint_id"]
-            return bool(row["started"]), str(checkpoint_id) if checkpoint_id else None
 
     async def retry_run(
         self, run_id: str, thread_id: str, client_message_id: str, owner: str | None = None
@@ -134,7 +150,7 @@ class RunRepository:
                 f"""INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
                     VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running',
                             %(owner)s)
-                    RETURNING ({_LATEST_CHECKPOINT}) AS checkpoint_id""",
+                    RETURNING ({LATEST_CHECKPOINT}) AS checkpoint_id""",
                 {
                     "run_id": run_id,
                     "thread_id": thread_id,
@@ -167,31 +183,22 @@ class RunRepository:
         title: str | None,
         added: int,
         events: list[Any] | None = None,
+        lease: Lease | None = None,
+        user_id: str | None = None,
     ) -> str | None:
-        """Record a run's outcome with the checkpoint it ended on, and the thread's activity,
-        in one round trip. Returns that checkpoint's id.
+        """Record a run's outcome with the checkpoint it ended on, the thread's activity, the
+        part of its log not shipped yet (`events`, as the last chunk), the day's tokens of
+        `user_id`, and release `lease`: one statement. Returns that checkpoint's id.
 
-        `added` messages joined the transcript (summaries never remove from it, so the count
-        only grows; a rewind sets it with `set_message_count`)."""
+        The tokens are counted once: only while the run has no result recorded yet, so a
+        retry of a close that did commit adds nothing. `added` messages joined the transcript
+        (summaries never remove from it, so the count only grows; a rewind sets it with
+        `set_message_count`)."""
+        usage = result.get("usage") or {}
+        tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                f"""WITH latest AS ({_LATEST_CHECKPOINT}),
-                    thread AS (
-                        UPDATE threads SET updated_at = now(),
-                               message_count = message_count + %(added)s,
-                               title = CASE WHEN title = '' THEN coalesce(%(title)s, '')
-                                            ELSE title END
-                        WHERE thread_id = %(thread_id)s
-                    ), run AS (
-                        UPDATE runs SET status = %(status)s, finished_at = now(),
-                               result = jsonb_set(%(result)s, '{{checkpoint_id}}',
-                                   coalesce(to_jsonb((SELECT checkpoint_id FROM latest)),
-                                            'null'::jsonb)),
-                               events = %(events)s, cancel_requested = false,
-                               tail_requested = false
-                        WHERE run_id = %(run_id)s
-                    )
-                    SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id""",
+                CLOSE_RUN,
                 {
                     "thread_id": thread_id,
                     "run_id": run_id,
@@ -199,7 +206,13 @@ class RunRepository:
                     "result": Jsonb(result),
                     "title": title,
                     "added": added,
-                    "events": None if events is None else Jsonb(events, dumps=_dumps),
+                    "events": Jsonb(events, dumps=_dumps) if events else None,
+                    "first_seq": events[0][0] if events else None,
+                    "last_seq": events[-1][0] if events else None,
+                    "user_id": user_id,
+                    "tokens": tokens,
+                    "generation": lease.generation if lease is not None else None,
+                    "lease_run": lease.run_id if lease is not None else None,
                 },
             )
             row = await cur.fetchone()
@@ -222,7 +235,7 @@ class RunRepository:
         """The run's record with, when it holds the thread now, its lease's liveness."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                f"""SELECT {_RUN_FIELDS}, events,
+                f"""SELECT {_RUN_FIELDS}, {EVENTS},
                         EXISTS (SELECT 1 FROM thread_leases l
                                 WHERE l.thread_id = runs.thread_id AND l.run_id = runs.run_id
                                   AND l.expires_at > clock_timestamp()) AS held
@@ -260,7 +273,10 @@ class RunRepository:
         async with self.pool.connection() as conn:
             await conn.execute(
                 """INSERT INTO run_event_chunks (run_id, first_seq, last_seq, events)
-                   VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                   VALUES (%s, %s, %s, %s)
+                   ON CONFLICT (run_id, first_seq) DO UPDATE
+                       SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events
+                       WHERE run_event_chunks.last_seq < EXCLUDED.last_seq""",
                 (run_id, records[0][0], records[-1][0], Jsonb(records, dumps=_dumps)),
             )
 
@@ -274,17 +290,14 @@ class RunRepository:
             return [record for row in await cur.fetchall() for record in row["events"]]
 
     async def prune_logs(self, keep_s: float) -> int:
-        """Drop the event logs of runs finished more than `keep_s` ago (the runs stay), and
-        the chunks of any run that has ended."""
-        async with self.pool.connection() as conn, conn.transaction():
+        """Drop the event logs stored more than `keep_s` ago, but a running run's (the runs
+        stay). A DELETE of chunks: no run row is rewritten."""
+        async with self.pool.connection() as conn:
             cur = await conn.execute(
-                """UPDATE runs SET events = NULL
-                   WHERE events IS NOT NULL
-                     AND finished_at < now() - make_interval(secs => %s)""",
+                """DELETE FROM run_event_chunks c
+                   WHERE c.created_at < now() - make_interval(secs => %s)
+                     AND NOT EXISTS (SELECT 1 FROM runs r
+                                     WHERE r.run_id = c.run_id AND r.status = 'running')""",
                 (keep_s,),
-            )
-            await conn.execute(
-                """DELETE FROM run_event_chunks c USING runs r
-                   WHERE r.run_id = c.run_id AND r.status <> 'running'"""
             )
             return int(cur.rowcount)

@@ -9,7 +9,7 @@ from playwright.async_api import BrowserContext, Locator, Page, Route, expect
 
 from app.api.auth import issue_token
 from app.config import Settings
-from app.runs.service import MODEL_UNAVAILABLE
+from app.runs.executor import MODEL_UNAVAILABLE
 from tests.browser.conftest import SARA, AppServer
 from tests.browser.pages import ask, assistant_messages, send, sign_in, user_messages
 from tests.fakellm import Reply, Script, ScriptedModelServer

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 
 from app.agent.cache import tags_of
 from app.agent.state import AgentState, applied, changes_only
-from app.runs.service import Run
+from app.runs.run import Run
 from app.runs.stream import (
     Citations,
     Done,
@@ -110,6 +110,7 @@ class TestSseBatching:
         run = Run(run_id="r", thread_id="u:s", session_id="s")
         for i in range(3):
             run.emit(Token(text=str(i)))
+            run.take(0)  # delivered: the next token starts an event of its own
         batches = run.follow()
         assert await anext(batches) == [(i + 1, Token(text=str(i))) for i in range(3)]
         late_reader = run.follow(after=2)
@@ -125,6 +126,35 @@ class TestSseBatching:
             [(3, Token(text="2")), (4, Done(status="completed"))]
         ]
         await task
+
+
+class TestTokenMerging:
+    def test_tokens_no_reader_has_taken_are_one_event(self) -> None:
+        run = Run(run_id="r", thread_id="u:s", session_id="s")
+        for text in ("Your ", "order ", "shipped."):
+            run.emit(Token(text=text))
+        assert run.log == [(1, Token(text="Your order shipped."))]
+
+    async def test_a_token_after_a_read_starts_a_new_event_and_ids_stay_dense(self) -> None:
+        run = Run(run_id="r", thread_id="u:s", session_id="s")
+        run.emit(Token(text="Your "))
+        reader = run.follow()
+        assert await anext(reader) == [(1, Token(text="Your "))]
+        run.emit(Token(text="order "))
+        run.emit(Token(text="shipped."))
+        run.emit(Done(status="completed"))
+        assert await anext(reader) == [
+            (2, Token(text="order shipped.")),
+            (3, Done(status="completed")),
+        ]
+
+    def test_other_events_are_never_merged(self) -> None:
+        run = Run(run_id="r", thread_id="u:s", session_id="s")
+        call = ToolResult(id="c1", name="get_order_details", status="ok", content="{}")
+        run.emit(Token(text="a"))
+        run.emit(call)
+        run.emit(Token(text="b"))
+        assert run.log == [(1, Token(text="a")), (2, call), (3, Token(text="b"))]
 
 
 class TestCacheTags:

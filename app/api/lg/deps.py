@@ -58,9 +58,5 @@ async def existing_thread(thread: LgThread, services: ServicesDep) -> ThreadRef:
 ExistingThread = Annotated[ThreadRef, Depends(existing_thread)]
 
 
-async def limit_posts(user: LgUser, services: ServicesDep) -> None:
-    await services.limiter.check_post(user.user_id)
-
-
 async def limit_thread_creation(user: LgUser, services: ServicesDep) -> None:
     await services.limiter.check("threads", user.user_id)

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from sse_starlette.sse import EventSourceResponse
 
 from app.api.deps import Services, ServicesDep, ThreadRef
-from app.api.lg.deps import ExistingThread, LgThread, LgUser, limit_posts
+from app.api.lg.deps import ExistingThread, LgThread, LgUser
 from app.api.lg.errors import refuse
 from app.api.lg.inputs import check_supported, decision_of, message_of, stream_modes
 from app.api.lg.schemas import RunCreate
@@ -37,7 +37,7 @@ from app.errors import NotFound, thread_not_found
 from app.identity import Principal
 from app.jsonbytes import json_bytes
 from app.runs.logs import follow_stored
-from app.runs.service import Run, human_message_id
+from app.runs.run import Run, human_message_id
 from app.runs.stream import Done, RunFailed, RunStarted, Sequenced
 
 router = APIRouter(tags=["langgraph: runs"])
@@ -304,7 +304,7 @@ def _json_when_done(
 
 # -- routes ---------------------------------------------------------------------------------
 
-_POST = [Depends(require_json), Depends(limit_posts)]
+_POST = [Depends(require_json)]
 
 
 @router.post("/threads/{thread_id}/runs/stream", dependencies=_POST)

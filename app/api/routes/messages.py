@@ -8,13 +8,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.api.deps import CurrentUser, ServicesDep, ThreadId, limit_posts
+from app.api.deps import CurrentUser, ServicesDep, ThreadId
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.routes.runs import run_location
 from app.api.schemas import MessageIn, ResumeIn, TurnResult
 from app.api.sse import all_at_once, replay, sse_response
 from app.errors import thread_not_found
-from app.runs.service import Run
+from app.runs.run import Run
 
 router = APIRouter(tags=["messages"], dependencies=[Depends(require_json)])
 
@@ -50,7 +50,6 @@ async def _respond(
     "/threads/{session_id}/messages",
     response_model=TurnResult,
     responses={**JSON_ERRORS, 200: {"content": {"text/event-stream": {}}}},
-    dependencies=[Depends(limit_posts)],
     summary="Post a user message; the answer streams as SSE or returns as JSON",
 )
 async def post_message(
@@ -70,7 +69,6 @@ async def post_message(
     "/threads/{session_id}/resume",
     response_model=TurnResult,
     responses={**JSON_ERRORS, 200: {"content": {"text/event-stream": {}}}},
-    dependencies=[Depends(limit_posts)],
     summary="Approve or reject the writes a paused run is waiting on",
 )
 async def resume(

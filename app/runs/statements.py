@@ -1,0 +1,112 @@
+"""The two statements of a run: the one that opens it (`cs_begin_run`,
+app/migrations/versions/0010) and the one that records its outcome and releases its lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The newest checkpoint of a thread's root graph: ids only, the checkpoint itself is not read.
+LATEST_CHECKPOINT = """SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND checkpoint_ns = ''
+    ORDER BY checkpoint_id DESC LIMIT 1"""
+
+
+# app/migrations/versions/0010: the rate limit and budget, the claim, the run's record and
+# the checkpoint it starts from.
+BEGIN_RUN = """SELECT * FROM cs_begin_run(%(thread_id)s, %(user_id)s, %(session_id)s,
+    %(owner)s, %(run_id)s, %(ttl_ms)s, %(client_message_id)s, %(rate_key)s,
+    %(interval_s)s::float8, %(window_s)s::float8, %(budget)s::bigint)"""
+
+CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
+    prev AS (SELECT result IS NULL AS fresh FROM runs WHERE run_id = %(run_id)s),
+    thread AS (
+        UPDATE threads SET updated_at = now(), message_count = message_count + %(added)s,
+               title = CASE WHEN title = '' THEN coalesce(%(title)s, '') ELSE title END
+        WHERE thread_id = %(thread_id)s
+    ), run AS (
+        UPDATE runs SET status = %(status)s, finished_at = now(),
+               result = jsonb_set(%(result)s, '{{checkpoint_id}}',
+                   coalesce(to_jsonb((SELECT checkpoint_id FROM latest)), 'null'::jsonb)),
+               cancel_requested = false, tail_requested = false
+        WHERE run_id = %(run_id)s
+    ), log AS (
+        INSERT INTO run_event_chunks (run_id, first_seq, last_seq, events)
+        SELECT %(run_id)s, %(first_seq)s::int, %(last_seq)s::int, %(events)s::jsonb
+        WHERE %(events)s::jsonb IS NOT NULL
+        ON CONFLICT (run_id, first_seq) DO UPDATE
+            SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events
+            WHERE run_event_chunks.last_seq < EXCLUDED.last_seq
+    ), usage AS (
+        INSERT INTO token_usage AS u (user_id, day, tokens)
+        SELECT %(user_id)s::text, (now() AT TIME ZONE 'UTC')::date, %(tokens)s::bigint
+        WHERE %(user_id)s::text IS NOT NULL AND %(tokens)s::bigint > 0
+          AND coalesce((SELECT fresh FROM prev), false)
+        ON CONFLICT (user_id, day) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens
+    ), released AS (
+        UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
+        WHERE thread_id = %(thread_id)s AND generation = %(generation)s::bigint
+          AND run_id = %(lease_run)s::text
+    )
+    SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id"""
+
+# A run's stored log, in order, from its chunks.
+EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
+        FROM run_event_chunks c, jsonb_array_elements(c.events) WITH ORDINALITY AS e(rec, i)
+        WHERE c.run_id = runs.run_id) AS events"""
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What `begin_run` found: `status` is started, duplicate (`earlier` is that run's
+    record), busy, rate_limited or budget_exhausted; `checkpoint` is the row the run starts
+    from, as the checkpointer's SELECT returns it (None: the thread has none yet)."""
+
+    status: str
+    generation: int | None
+    stale_run: str | None
+    wait_s: float
+    earlier: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        return None if self.checkpoint is None else str(self.checkpoint["checkpoint_id"])
+
+
+def begun(thread_id: str, row: dict[str, Any]) -> Begun:
+    status = str(row["status"])
+    wait = {"busy": "busy_for_s", "rate_limited": "ahead_s", "budget_exhausted": "day_left_s"}
+    earlier = None
+    if status == "duplicate":
+        earlier = {
+            "run_id": row["earlier_run"],
+            "status": row["earlier_status"],
+            "result": row["earlier_result"],
+        }
+    checkpoint = None
+    if row["checkpoint_id"] is not None:
+        checkpoint = {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            **{k: row[k] for k in _CHECKPOINT_COLUMNS},
+        }
+    return Begun(
+        status=status,
+        generation=row["generation"],
+        stale_run=row["stale_run"],
+        wait_s=float(row[wait[status]] or 0.0) if status in wait else 0.0,
+        earlier=earlier,
+        checkpoint=checkpoint,
+    )
+
+
+_CHECKPOINT_COLUMNS = (
+    "checkpoint",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "metadata",
+    "channel_values",
+    "pending_writes",
+)
