@@ -1,0 +1,199 @@
+"""The statements that open and close a run (`cs_begin_run`, migration 0010): each refusal
+with its own status, the claim's fence, the checkpoint it reads, the token counter."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from psycopg_pool import AsyncConnectionPool
+
+from app.config import Settings
+from app.db.checkpointer import PostgresCheckpointer, prefetched
+from app.errors import RateLimited, ThreadBusy
+from app.fencing import Lease
+from app.metrics import Metrics
+from app.runs.limits import PostGate
+from app.runs.repository import RunRepository
+from app.runs.statements import Begun
+from tests.integration.test_checkpointer import run_to_interrupt
+
+OWNER = "test-owner"
+TTL_MS = 5000
+
+
+def new_thread(user: str | None = None) -> str:
+    return f"{user or 'u-' + uuid.uuid4().hex[:8]}:{uuid.uuid4().hex[:8]}"
+
+
+async def begin(
+    repo: RunRepository,
+    thread_id: str,
+    *,
+    user: str | None = None,
+    client_message_id: str | None = None,
+    rate: dict[str, Any] | None = None,
+    budget: int = 0,
+) -> tuple[str, Begun]:
+    run_id = str(uuid.uuid4())
+    begun = await repo.begin_run(
+        run_id=run_id,
+        thread_id=thread_id,
+        user_id=user or thread_id.split(":")[0],
+        session_id=thread_id.split(":")[1],
+        client_message_id=client_message_id,
+        owner=OWNER,
+        ttl_ms=TTL_MS,
+        rate=rate or {},
+        budget=budget,
+    )
+    return run_id, begun
+
+
+async def close(
+    repo: RunRepository, thread_id: str, run_id: str, begun: Begun, tokens: int
+) -> None:
+    assert begun.generation is not None
+    await repo.close_run(
+        run_id,
+        thread_id,
+        "completed",
+        {"status": "completed", "usage": {"input_tokens": tokens, "output_tokens": 0}},
+        title="t",
+        added=1,
+        events=[[1, "token", {"text": "hi"}]],
+        lease=Lease(thread_id, begun.generation, run_id, TTL_MS),
+        user_id=thread_id.split(":")[0],
+    )
+
+
+class TestRefusals:
+    async def test_a_second_writer_is_busy_until_the_first_run_closes(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        repo, thread = RunRepository(pool), new_thread()
+        first_id, first = await begin(repo, thread)
+        _, second = await begin(repo, thread)
+
+        assert first.status == "started" and first.generation == 1
+        assert second.status == "busy" and second.generation is None
+        assert 0 < second.wait_s <= TTL_MS / 1000
+        await close(repo, thread, first_id, first, tokens=0)
+        _, third = await begin(repo, thread)
+        assert third.status == "started" and third.generation == 2
+
+    async def test_a_busy_thread_is_a_409_with_retry_after_and_the_lease_window(self) -> None:
+        gate = PostGate(Settings(thread_lease_ttl_s=12), Metrics())
+        error = gate.refuse("busy", 7.2)
+        assert isinstance(error, ThreadBusy)
+        assert error.headers["Retry-After"] == "8"
+        assert error.details == {"retry_after_s": 8, "lease_ttl_s": 12}
+        assert "12 s" in error.message
+
+    async def test_a_rate_limited_post_claims_nothing(self, pool: AsyncConnectionPool[Any]) -> None:
+        repo, thread = RunRepository(pool), new_thread()
+        rate = {"key": f"posts:{thread}", "interval_s": 60.0, "window_s": 60.0}  # burst 1
+        run_id, first = await begin(repo, thread, rate=rate)
+        await close(repo, thread, run_id, first, tokens=0)
+        _, refused = await begin(repo, thread, rate=rate)
+
+        assert refused.status == "rate_limited" and refused.generation is None
+        assert 0 < refused.wait_s <= 60
+        assert await lease_run(pool, thread) is None  # the thread stays free
+        error = PostGate(Settings(), Metrics()).refuse(refused.status, refused.wait_s)
+        assert isinstance(error, RateLimited) and error.code == "rate_limited"
+
+    async def test_a_spent_budget_is_refused_and_the_counter_outlives_the_thread(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        repo, thread = RunRepository(pool), new_thread()
+        user = thread.split(":")[0]
+        run_id, first = await begin(repo, thread, user=user, budget=100)
+        await close(repo, thread, run_id, first, tokens=60)
+        await close(repo, thread, run_id, first, tokens=60)  # a retried close counts once
+        second_id, second = await begin(repo, thread, user=user, budget=100)
+        await close(repo, thread, second_id, second, tokens=60)
+        await repo.delete_thread(thread)
+        _, refused = await begin(repo, new_thread(user), budget=100)
+
+        assert second.status == "started"  # 60 of 100 spent
+        assert refused.status == "budget_exhausted" and refused.generation is None
+        assert 0 < refused.wait_s <= 86400
+        error = PostGate(Settings(), Metrics()).refuse(refused.status, refused.wait_s)
+        assert isinstance(error, RateLimited) and error.code == "token_budget_exhausted"
+
+    async def test_a_repeated_client_message_id_names_the_earlier_run(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        repo, thread = RunRepository(pool), new_thread()
+        run_id, first = await begin(repo, thread, client_message_id="m1")
+        await close(repo, thread, run_id, first, tokens=0)
+        _, again = await begin(repo, thread, client_message_id="m1")
+
+        assert again.status == "duplicate" and again.generation is not None
+        assert again.earlier is not None and again.earlier["run_id"] == run_id
+        assert again.earlier["status"] == "completed"
+
+
+class TestClosing:
+    async def test_the_close_releases_the_lease_and_stores_the_log(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        repo, thread = RunRepository(pool), new_thread()
+        run_id, begun = await begin(repo, thread)
+        await close(repo, thread, run_id, begun, tokens=0)
+
+        assert await lease_run(pool, thread) is None
+        row = await repo.run(thread, run_id)
+        assert row is not None and row["status"] == "completed"
+        assert row["events"] == [[1, "token", {"text": "hi"}]]
+        assert await repo.prune_logs(keep_s=0) >= 1
+        row = await repo.run(thread, run_id)
+        assert row is not None and row["events"] is None and row["status"] == "completed"
+
+
+class TestCheckpointRead:
+    async def test_the_claim_reads_the_checkpoint_the_saver_would_load(
+        self, pool: AsyncConnectionPool[Any], settings: Settings
+    ) -> None:
+        """The prefetched row loads as the same tuple as upstream's own read."""
+        thread = new_thread()
+        saver = PostgresCheckpointer(pool)
+        await run_to_interrupt(saver, thread)  # blobs, and pending writes of an interrupt
+        repo = RunRepository(pool)
+        run_id, begun = await begin(repo, thread)
+        config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+        upstream = await saver.aget_tuple(config)
+        with prefetched(thread, begun.checkpoint):
+            ours = await saver.aget_tuple(config)
+        assert upstream is not None and ours is not None
+        assert begun.checkpoint_id == upstream.config["configurable"]["checkpoint_id"]
+        assert ours.checkpoint == upstream.checkpoint
+        assert ours.metadata == upstream.metadata
+        assert ours.parent_config == upstream.parent_config
+        assert ours.pending_writes == upstream.pending_writes and ours.pending_writes
+        await close(repo, thread, run_id, begun, tokens=0)
+
+    async def test_a_thread_without_checkpoints_loads_none_without_a_read(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        repo, thread = RunRepository(pool), new_thread()
+        run_id, begun = await begin(repo, thread)
+        saver = PostgresCheckpointer(pool)
+        config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+        assert begun.checkpoint is None
+        with prefetched(thread, None):
+            assert await saver.aget_tuple(config) is None
+        await close(repo, thread, run_id, begun, tokens=0)
+
+
+async def lease_run(pool: AsyncConnectionPool[Any], thread_id: str) -> str | None:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT run_id FROM thread_leases WHERE thread_id = %s", (thread_id,)
+        )
+        row = await cur.fetchone()
+    return None if row is None else row["run_id"]
