@@ -23,6 +23,8 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
+from app.tools.results import error_text
+
 Level = Literal["strict", "lenient"]
 
 
@@ -182,7 +184,8 @@ def _schema(tool: BaseTool) -> dict[str, Any]:
 
 def format_error_observation(reason: str) -> str:
     """What the model reads after a reply that `parse_reply` could not use."""
-    return f"Observation: Error: your reply could not be read ({reason}).\n{FORMAT_REMINDER}"
+    unreadable = error_text(f"your reply could not be read ({reason}).")
+    return f"Observation: {unreadable}\n{FORMAT_REMINDER}"
 
 
 def observation_text(tool_name: str, content: str) -> str:

@@ -9,11 +9,10 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from app.agent.ports import WriteLedger
 from app.db.idempotency import idempotency_key
-from app.tools.results import ObservationFormat, failure, message
+from app.tools.results import ObservationFormat, error_text, failure, message
 
-INTERRUPTED = (
-    "Error: this call was interrupted and NOT executed. If it is still needed, explain and "
-    "ask again."
+INTERRUPTED = error_text(
+    "this call was interrupted and NOT executed. If it is still needed, explain and ask again."
 )
 
 

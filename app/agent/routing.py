@@ -14,15 +14,15 @@ from langchain_core.messages import AIMessage, ToolMessage
 from app.agent.state import AgentState
 from app.agent.trimming import count_tokens
 from app.config import Settings
+from app.tools.results import error_text
 
 Route = Literal["__end__", "summarize", "read_tools", "confirm", "write_tools", "blocked"]
 
-BREAKER_OPEN = (
-    "Error: tool {name} is temporarily unavailable; answer with what you have or "
-    "transfer to a human."
+BREAKER_OPEN = error_text(
+    "tool {name} is temporarily unavailable; answer with what you have or transfer to a human."
 )
-CALL_CAP = (
-    "Error: tool {name} was called too many times this turn; answer with what you have or "
+CALL_CAP = error_text(
+    "tool {name} was called too many times this turn; answer with what you have or "
     "transfer to a human."
 )
 REFUSALS = {"breaker_open": BREAKER_OPEN, "call_cap": CALL_CAP}

@@ -2,7 +2,7 @@
 
 Every tool_call_id gets exactly one ToolMessage, whatever fails, with an artifact that says
 how it went (app/tools/results.py). No exception text ever reaches the model: failures
-become short `Error:` observations.
+become short error observations (app/tools/results.py writes them).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from langgraph.prebuilt import ToolNode, ToolRuntime
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
+from pydantic import ValidationError
 
 from app.agent import cache
 from app.agent.ports import WriteLedger
@@ -29,43 +30,33 @@ from app.config import Settings
 from app.fencing import LeaseLost
 from app.identity import AgentContext, conversation_customer
 from app.metrics import tool_call, tool_result
-from app.tools.results import Artifact, artifact_of, failure, message
+from app.tools.results import (
+    TOOL_FAILED,
+    Artifact,
+    error_text,
+    failure,
+    invalid_arguments,
+    malformed_arguments,
+    message,
+    settled,
+    validation_problems,
+)
 
 log = structlog.get_logger(__name__)
 
-TOOL_FAILED = "Error: the tool failed unexpectedly; nothing was changed. Try again later."
 DECLINED = "Declined: the customer did not approve this change, so it was NOT made."
 
 
 def unknown_tool(name: str, known: Sequence[str]) -> str:
-    return f"Error: there is no tool named {name!r}. Available tools: {', '.join(known)}."
-
-
-def invalid_arguments(name: str) -> str:
-    return (
-        f"Error: the arguments for {name} were not valid JSON. Call it again with a JSON "
-        "object matching its schema."
-    )
+    return error_text(f"there is no tool named {name!r}. Available tools: {', '.join(known)}.")
 
 
 def handle_tool_error(error: Exception) -> str:
     # Validation errors name the bad field; anything else stays generic.
-    from pydantic import ValidationError
-
     if isinstance(error, ValidationError):
-        fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in error.errors()[:5])
-        return f"Error: invalid arguments ({fields}). Check the tool's argument schema."
+        return invalid_arguments(validation_problems(error))
     log.warning("tool raised", error_type=type(error).__name__)
     return TOOL_FAILED
-
-
-def with_artifact(result: ToolMessage) -> ToolMessage:
-    """A result as every reader expects it: an artifact, and a status that agrees."""
-    artifact = artifact_of(result)
-    status = "error" if artifact.get("outcome") == "error" else "success"
-    if result.artifact is artifact and result.status == status:
-        return result
-    return result.model_copy(update={"artifact": artifact, "status": status})
 
 
 def precheck(call: ToolCall, refused: dict[str, str], known: Sequence[str]) -> ToolMessage | None:
@@ -78,7 +69,7 @@ def precheck(call: ToolCall, refused: dict[str, str], known: Sequence[str]) -> T
     elif name not in known:
         content, artifact = unknown_tool(name, known), failure("unknown_tool")
     elif INVALID_ARGS_KEY in call["args"]:
-        content, artifact = invalid_arguments(name), failure("invalid_arguments")
+        content, artifact = malformed_arguments(name), failure("invalid_arguments")
     else:
         return None
     return message(content, artifact, tool_call_id=call_id, name=name)
@@ -88,9 +79,9 @@ def cached(call: ToolCall, entry: cache.CacheEntry) -> ToolMessage:
     """A result served from the conversation's cache (an entry from before artifacts says
     only that it was a success)."""
     kept = entry.get("artifact") or Artifact(outcome="ok", cacheable=True)
-    return ToolMessage(
-        content=entry["content"] + cache.CACHED_NOTE,
-        artifact=Artifact(**{**kept, "cache": "hit"}),
+    return message(
+        entry["content"] + cache.CACHED_NOTE,
+        Artifact(**{**kept, "cache": "hit"}),
         tool_call_id=call["id"] or "",
         name=call["name"],
     )
@@ -123,7 +114,7 @@ def build_read_node(
             tool_result(span, result)
         if not isinstance(result, ToolMessage):
             return result
-        result = with_artifact(result)
+        result = settled(result)
         artifact = result.artifact
         if artifact.get("cacheable") and artifact.get("outcome") == "ok":
             result.artifact = Artifact(**{**artifact, "cache": "miss"})  # type: ignore[typeddict-item]
@@ -238,13 +229,11 @@ class WriteNodes:
         if isinstance(output, Command):
             changes = dict(output.update) if isinstance(output.update, dict) else {}
             messages = [
-                with_artifact(m) for m in changes.pop("messages", []) if isinstance(m, ToolMessage)
+                settled(m) for m in changes.pop("messages", []) if isinstance(m, ToolMessage)
             ]
             return messages, changes
         if isinstance(output, ToolMessage):
-            return [with_artifact(output)], {}
+            return [settled(output)], {}
         return [
-            with_artifact(
-                ToolMessage(str(output), tool_call_id=call["id"] or "", name=call["name"])
-            )
+            settled(ToolMessage(str(output), tool_call_id=call["id"] or "", name=call["name"]))
         ], {}

@@ -15,7 +15,6 @@ records of the customer (profile, orders, payments) are the shop's books and sta
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -25,11 +24,15 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.writes import recorded_data
+from app.jsontext import compact_json
 from app.memory.store import namespace
 
-# Write-tool arguments that are ids, codes or amounts. Anything else (an address, a hand-over
-# summary) is dropped.
-ARGUMENT_KEYS = frozenset(
+# The write arguments a record keeps: ids, codes and amounts. Every other argument a write
+# tool takes is marked PERSONAL on its type (an address, a hand-over summary) and dropped,
+# as is any argument no write takes. The tools' registry derives this set from those marks
+# and refuses to start if it differs (app/tools/registry.py): db sits below the tools.
+KEPT_ARGUMENTS = frozenset(
     {"order_id", "user_id", "item_ids", "new_item_ids", "payment_method_id", "reason"}
 )
 # What stays of an order (or customer) a write returned.
@@ -59,21 +62,21 @@ ERASED_SUMMARY = "[erased]"
 
 
 def redact_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in arguments.items() if k in ARGUMENT_KEYS}
+    """A write's arguments without the ones its tool marks personal (app/tools/spec.py), or
+    any no write tool takes."""
+    return {k: v for k, v in arguments.items() if k in KEPT_ARGUMENTS}
 
 
 def redact_outcome(outcome: str) -> str:
-    """A JSON outcome (the order or customer a write returned) keeps its ids, status and
-    amounts. Plain text outcomes are the service's own words ("Error: ...", the hand-over
-    notice) and stay."""
-    if not outcome.lstrip().startswith(("{", "[")):
-        return outcome
+    """An outcome holding data (the order or customer a write returned) keeps its ids,
+    status and amounts. A sentence is the service's own words (a refusal, the hand-over
+    notice) and stays."""
     try:
-        value = json.loads(outcome)
+        value = recorded_data(outcome)
     except ValueError:
         return REDACTED
-    if not isinstance(value, dict):
-        return REDACTED
+    if value is None:
+        return outcome
     kept: dict[str, Any] = {}
     for key, item in value.items():
         if key not in OUTCOME_KEYS:
@@ -86,7 +89,7 @@ def redact_outcome(outcome: str) -> str:
                 if isinstance(entry, dict)
             ]
         kept[key] = item
-    return json.dumps(kept, separators=(",", ":"))
+    return compact_json(kept)
 
 
 # The rows of a thread, or of a user: their threads and the writes made for them.

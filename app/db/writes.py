@@ -10,6 +10,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import structlog
@@ -21,19 +22,62 @@ from app.db.checkpointer import store_held
 from app.db.leases import fence
 from app.domain.errors import RuleViolation
 from app.fencing import LeaseLost, current_control
+from app.jsontext import compact_json
 from app.tracing import traced
 
 log = structlog.get_logger(__name__)
 
-WriteAction = Callable[[AsyncConnection[Any]], Awaitable[str]]
-UNEXPECTED_FAILURE = "Error: the change could not be made; nothing was changed."
+
+def error_text(sentence: str) -> str:
+    """A failed call as the model reads it, and the one place its prefix is written. The
+    tools' results protocol (app/tools/results.py) builds every error with it; it sits here,
+    below the tools, because a refused write is recorded with its text."""
+    return f"Error: {sentence}"
+
+
+TOOL_FAILED = error_text(
+    "the request could not be completed; nothing was changed. Try again later."
+)
+
+# What an action gives back: the data it changed (an order, a customer), or a sentence.
+Result = dict[str, Any] | str
+WriteAction = Callable[[AsyncConnection[Any]], Awaitable[Result]]
 
 
 @dataclass(frozen=True)
 class WriteOutcome:
     ok: bool
-    text: str  # the observation for the model: the result, or "Error: ..."
+    text: str  # as recorded: the sentence (a refusal's is an error's), or the data as JSON
+    data: dict[str, Any] | None = None  # the data, when the write gave data
     replayed: bool = False  # True when the key had already run and nothing was done now
+
+    @classmethod
+    def of(cls, result: Result) -> WriteOutcome:
+        if isinstance(result, str):
+            return cls(True, result)
+        return cls(True, compact_json(result), data=result)
+
+    @classmethod
+    def recorded(cls, ok: bool, text: str) -> WriteOutcome:
+        """An outcome as `tool_executions` keeps it (a record that is not readable data
+        reads as its text)."""
+        try:
+            data = recorded_data(text)
+        except ValueError:
+            data = None
+        return cls(ok, text, data=data, replayed=True)
+
+
+def recorded_data(text: str) -> dict[str, Any] | None:
+    """The data a recorded outcome holds (money as exact Decimals), or None for a sentence.
+    The record's own format: data is stored as a JSON object, and no sentence starts with
+    a brace. Raises ValueError for a record that is neither."""
+    if not text.lstrip().startswith(("{", "[")):
+        return None
+    value = json.loads(text, parse_float=Decimal)
+    if not isinstance(value, dict):
+        raise ValueError("a recorded outcome holds an object or a sentence")
+    return value
 
 
 async def execute_write(
@@ -47,7 +91,7 @@ async def execute_write(
     arguments: Mapping[str, Any],
     action: WriteAction,
 ) -> WriteOutcome:
-    """Run `action` once per key. A RuleViolation is recorded as an `Error:` outcome and
+    """Run `action` once per key. A RuleViolation is recorded as an error outcome and
     rolls the action back; any other failure records nothing and returns a generic error."""
     control = current_control.get()
     with control.write() if control is not None else nullcontext():  # a cancel waits for it
@@ -79,12 +123,12 @@ async def _execute_write(
             )
             previous = await cursor.fetchone()
             if previous is not None:
-                return WriteOutcome(previous["ok"], previous["outcome"], replayed=True)
+                return WriteOutcome.recorded(previous["ok"], previous["outcome"])
             try:
                 async with conn.transaction():  # a savepoint: a refused rule leaves no trace
-                    outcome = WriteOutcome(True, await action(conn))
+                    outcome = WriteOutcome.of(await action(conn))
             except RuleViolation as refused:
-                outcome = WriteOutcome(False, f"Error: {refused.message}")
+                outcome = WriteOutcome(False, error_text(refused.message))
             await record.insert_execution(conn, outcome)
             await record.insert_audit(conn, outcome)
             return outcome
@@ -92,20 +136,23 @@ async def _execute_write(
         raise  # another run holds the thread now: this one stops, nothing was written
     except Exception:
         log.exception("write failed", tool=tool_name, thread_id=thread_id)
-        failed = WriteOutcome(False, UNEXPECTED_FAILURE)
+        failed = WriteOutcome(False, TOOL_FAILED)
         await _audit_best_effort(pool, record, failed)
         return failed
 
 
-async def recorded_outcome(pool: AsyncConnectionPool[Any], idempotency_key: str) -> str | None:
-    """The observation a write with this key produced, if it ran (used to close dangling
-    tool calls after a crash)."""
+async def recorded_outcome(
+    pool: AsyncConnectionPool[Any], idempotency_key: str
+) -> WriteOutcome | None:
+    """The outcome a write with this key recorded, or None when it never ran (a crash
+    repair closes the write's dangling call with it)."""
     async with pool.connection() as conn:
         cursor = await conn.execute(
-            "SELECT outcome FROM tool_executions WHERE idempotency_key = %s", (idempotency_key,)
+            "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s",
+            (idempotency_key,),
         )
         row = await cursor.fetchone()
-    return None if row is None else str(row["outcome"])
+    return None if row is None else WriteOutcome.recorded(bool(row["ok"]), str(row["outcome"]))
 
 
 @dataclass(frozen=True)

@@ -122,12 +122,13 @@ class Conversation:
         m = self.metrics
         m.agent_runs += 1
         m.tool_calls += len(events.tool_calls)
-        m.tool_errors += sum(1 for r in events.tool_results if r.get("status") == "error")
+        failed = sum(1 for r in events.tool_results if r.get("status") == "error")
+        m.tool_errors += failed
         m.input_tokens += events.input_tokens
         m.output_tokens += events.output_tokens
         m.failed_runs += events.status == "failed"
-        if not any(_failed(r) for r in events.tool_results):
-            return events  # a breaker opens only on an Error result (a failure or a refusal)
+        if not failed:
+            return events  # a breaker opens only on an error result (a failure or a refusal)
         state = await self.service.state(self.session, working=True)
         for name, breaker in (state.get("breakers") or {}).items():
             opened = breaker.get("opened_turn") if isinstance(breaker, dict) else None
@@ -156,7 +157,3 @@ def _confirmation(events: RunEvents) -> str:
     lead = events.text.strip()
     prefix = f"{lead}\n\n" if lead else ""
     return f"{prefix}Before I make this change, please confirm:\n{asked}\n{CONFIRM_QUESTION}"
-
-
-def _failed(result: dict[str, Any]) -> bool:
-    return result.get("status") == "error" or str(result.get("content", "")).startswith("Error")

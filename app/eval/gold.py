@@ -1,12 +1,12 @@
 """The expected final data of a task: its gold actions applied to the fresh shop by the
-project's own write actions and domain rules (app/tools/order_actions.py), inside a
+project's own write tools (their specs build the actions, over the domain rules), inside a
 transaction that is rolled back. A gold action our rules refuse makes the task
 unsolvable-by-policy: no agent that follows our rules can reach tau-bench's answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +16,9 @@ from app.db.writes import WriteAction
 from app.domain.errors import RuleViolation
 from app.eval.snapshot import Snapshot, read_snapshot
 from app.eval.tasks import Action, Task
-from app.tools import order_actions as actions
-from app.tools.registry import WRITE_TOOL_NAMES
+from app.tools.registry import SPECS, WRITE_TOOL_NAMES
+from app.tools.writing import Session
 
-ADDRESS_FIELDS = ("address1", "address2", "city", "state", "country", "zip")
 # Tools that change nothing tau-bench compares: reads, and the hand-over (a ticket for the
 # humans, not shop data). `think` is a tau-bench tool this service does not have.
 NO_DATA_CHANGE = frozenset(
@@ -82,45 +81,9 @@ async def _apply(conn: AsyncConnection[Any], customer_id: str, action: Action) -
 
 
 def _write_action(customer_id: str, name: str, kw: Mapping[str, Any]) -> WriteAction:
-    build = _BUILDERS[name]
-    return build(customer_id, kw)
-
-
-def _order(rule: Callable[[Mapping[str, Any]], actions.OrderRule]) -> _Builder:
-    return lambda customer, kw: actions.order_action(customer, str(kw["order_id"]), rule(kw))
-
-
-def _address(kw: Mapping[str, Any]) -> dict[str, str]:
-    return {f: str(kw[f]) for f in ADDRESS_FIELDS}
-
-
-def _ids(value: Any) -> list[str]:
-    if not isinstance(value, list):
-        raise TypeError("item ids must be a list")
-    return [str(v) for v in value]
-
-
-_Builder = Callable[[str, Mapping[str, Any]], WriteAction]
-_BUILDERS: dict[str, _Builder] = {
-    "cancel_pending_order": _order(lambda kw: actions.cancel(str(kw["reason"]))),
-    "modify_pending_order_address": _order(lambda kw: actions.change_address(_address(kw))),
-    "modify_pending_order_items": _order(
-        lambda kw: actions.change_items(
-            _ids(kw["item_ids"]), _ids(kw["new_item_ids"]), str(kw["payment_method_id"])
-        )
-    ),
-    "modify_pending_order_payment": _order(
-        lambda kw: actions.change_payment(str(kw["payment_method_id"]))
-    ),
-    "return_delivered_order_items": _order(
-        lambda kw: actions.request_return(_ids(kw["item_ids"]), str(kw["payment_method_id"]))
-    ),
-    "exchange_delivered_order_items": _order(
-        lambda kw: actions.request_exchange(
-            _ids(kw["item_ids"]), _ids(kw["new_item_ids"]), str(kw["payment_method_id"])
-        )
-    ),
-    "modify_user_address": lambda customer, kw: actions.user_address_action(
-        customer, str(kw["user_id"]), _address(kw)
-    ),
-}
+    """The tool's own action, for its arguments as its schema validates them (a
+    ValidationError is a ValueError)."""
+    spec = SPECS[name]
+    validated = spec.args_schema.model_validate(dict(kw))
+    args = {k: getattr(validated, k) for k in spec.arguments()}
+    return spec.action(Session(customer_id, thread_id=""), args)

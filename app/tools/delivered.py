@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from app.db.writes import WriteOutcome
-from app.tools import order_actions as actions
+from app.db.writes import WriteAction
+from app.domain import delivered_orders
 from app.tools import summaries
+from app.tools.order_actions import order_action
 from app.tools.orders import ItemIds, NewItemIds, OrderId, PaymentMethodId
 from app.tools.render import order_outcome
-from app.tools.results import Observation
-from app.tools.scope import Runtime
-from app.tools.spec import Confirm, ToolDeps, write_tool
-from app.tools.writing import run_write
+from app.tools.spec import Confirm, write_tool
+from app.tools.writing import Session
 
 
 @write_tool(
@@ -18,13 +17,9 @@ from app.tools.writing import run_write
     confirm=Confirm("Return items from order {order_id}", order=summaries.return_items),
     outcome=order_outcome,
 )
-async def return_delivered_order_items(
-    deps: ToolDeps,
-    order_id: OrderId,
-    item_ids: ItemIds,
-    payment_method_id: PaymentMethodId,
-    runtime: Runtime,
-) -> WriteOutcome | Observation:
+def return_delivered_order_items(
+    session: Session, order_id: OrderId, item_ids: ItemIds, payment_method_id: PaymentMethodId
+) -> WriteAction:
     """Request a return of items of a delivered order; its status becomes 'return
     requested' and the customer receives return instructions by email.
 
@@ -33,17 +28,11 @@ async def return_delivered_order_items(
     exchanged only once, so collect every item first. Before calling, list the items
     and the refund method and get the customer's explicit yes. Returns the updated order.
     """
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="return_delivered_order_items",
-        args={
-            "order_id": order_id,
-            "item_ids": item_ids,
-            "payment_method_id": payment_method_id,
-        },
-        action_for=lambda c: actions.order_action(
-            c, order_id, actions.request_return(item_ids, payment_method_id)
+    return order_action(
+        session.customer_id,
+        order_id,
+        lambda order, customer, _: delivered_orders.return_delivered_order_items(
+            order, customer, item_ids, payment_method_id
         ),
     )
 
@@ -53,14 +42,13 @@ async def return_delivered_order_items(
     confirm=Confirm("Exchange items in order {order_id}", order=summaries.exchange_items),
     outcome=order_outcome,
 )
-async def exchange_delivered_order_items(
-    deps: ToolDeps,
+def exchange_delivered_order_items(
+    session: Session,
     order_id: OrderId,
     item_ids: ItemIds,
     new_item_ids: NewItemIds,
     payment_method_id: PaymentMethodId,
-    runtime: Runtime,
-) -> WriteOutcome | Observation:
+) -> WriteAction:
     """Request an exchange of items of a delivered order for other options of the same
     product; its status becomes 'exchange requested'.
 
@@ -70,18 +58,11 @@ async def exchange_delivered_order_items(
     first. Before calling, explain the exchange and the price difference and get the
     customer's explicit yes. Returns the updated order.
     """
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="exchange_delivered_order_items",
-        args={
-            "order_id": order_id,
-            "item_ids": item_ids,
-            "new_item_ids": new_item_ids,
-            "payment_method_id": payment_method_id,
-        },
-        action_for=lambda c: actions.order_action(
-            c, order_id, actions.request_exchange(item_ids, new_item_ids, payment_method_id)
+    return order_action(
+        session.customer_id,
+        order_id,
+        lambda order, customer, products: delivered_orders.exchange_delivered_order_items(
+            order, customer, products, item_ids, new_item_ids, payment_method_id
         ),
     )
 

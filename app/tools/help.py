@@ -45,7 +45,7 @@ async def search_help_center(
     if not query.strip():
         return error(
             "invalid_arguments",
-            "Error: query must not be empty; describe the customer's question in words.",
+            "query must not be empty; describe the customer's question in words.",
         )
     hits = await search_help(deps.pool, query, max_results)
     if not hits:
@@ -85,7 +85,7 @@ async def get_help_article(
     if article is None:
         return error(
             "not_found",
-            f"Error: no help article with id '{clip(wanted)}'; use search_help_center to find one.",
+            f"no help article with id '{clip(wanted)}'; use search_help_center to find one.",
         )
     view: dict[str, Any] = {
         "id": article.id,

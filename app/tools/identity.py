@@ -8,11 +8,8 @@ from typing import Annotated
 from pydantic import Field
 
 from app.db.repository import ShopRepository
-from app.db.writes import WriteOutcome
-from app.tools import summaries
-from app.tools.order_actions import user_address_action
-from app.tools.render import customer_found, customer_outcome, customer_view
-from app.tools.results import Observation, error, found
+from app.tools.render import customer_found, customer_view
+from app.tools.results import Observation, error, error_text, failed_with, found
 from app.tools.scope import (
     MAX_ID_CHARS,
     Runtime,
@@ -22,13 +19,12 @@ from app.tools.scope import (
     user_not_found,
 )
 from app.tools.snapshot import read_snapshot
-from app.tools.spec import Confirm, ToolDeps, read_tool, write_tool
+from app.tools.spec import PERSONAL, ToolDeps, read_tool
 from app.tools.text import generic_lines
-from app.tools.writing import run_write
 
-USER_NOT_FOUND = "Error: user not found"
-ALREADY_VERIFIED = (
-    "Error: this conversation is already verified for one customer; it cannot serve another. "
+USER_NOT_FOUND = error_text("user not found")
+ALREADY_VERIFIED = error_text(
+    "this conversation is already verified for one customer; it cannot serve another. "
     "Continue with the verified customer, or transfer to a human agent."
 )
 # The one answer a guest's lookup gets, whether it matched a customer or not.
@@ -38,8 +34,8 @@ CODE_SENT = (
     "type the code, then call confirm_identity with it. Share nothing about any account until "
     "confirm_identity returns a user id."
 )
-TOO_MANY_CODES = (
-    "Error: too many verification codes were asked for; no new code was sent. The customer "
+TOO_MANY_CODES = error_text(
+    "too many verification codes were asked for; no new code was sent. The customer "
     "can use the last code, try again in an hour, or be transferred to a human agent."
 )
 WRONG_CODE = (
@@ -56,7 +52,7 @@ NO_CODE = (
     "find_user_id_by_name_zip) to send a new one."
 )
 NO_CODE_NEEDED = "The customer is already verified as user id {user_id}; no code is needed."
-NO_ORDER_MATCH = "Error: no order matches that order id and email address."
+NO_ORDER_MATCH = error_text("no order matches that order id and email address.")
 
 MAX_ADDRESS_CHARS = 200
 MAX_EMAIL_CHARS = 254
@@ -91,6 +87,7 @@ Address1 = Annotated[
         max_length=MAX_ADDRESS_CHARS,
         description="The first line of the address, such as '123 Main St'.",
     ),
+    PERSONAL,
 ]
 Address2 = Annotated[
     str,
@@ -98,16 +95,21 @@ Address2 = Annotated[
         max_length=MAX_ADDRESS_CHARS,
         description="The second line of the address, such as 'Apt 1' or ''.",
     ),
+    PERSONAL,
 ]
 City = Annotated[
-    str, Field(max_length=MAX_ADDRESS_CHARS, description="The city, such as 'San Francisco'.")
+    str,
+    Field(max_length=MAX_ADDRESS_CHARS, description="The city, such as 'San Francisco'."),
+    PERSONAL,
 ]
-State = Annotated[str, Field(max_length=MAX_ADDRESS_CHARS, description="The state, such as 'CA'.")]
+State = Annotated[
+    str, Field(max_length=MAX_ADDRESS_CHARS, description="The state, such as 'CA'."), PERSONAL
+]
 Country = Annotated[
-    str, Field(max_length=MAX_ADDRESS_CHARS, description="The country, such as 'USA'.")
+    str, Field(max_length=MAX_ADDRESS_CHARS, description="The country, such as 'USA'."), PERSONAL
 ]
 Zip = Annotated[
-    str, Field(max_length=MAX_ADDRESS_CHARS, description="The zip code, such as '12345'.")
+    str, Field(max_length=MAX_ADDRESS_CHARS, description="The zip code, such as '12345'."), PERSONAL
 ]
 
 
@@ -126,19 +128,19 @@ async def located(deps: ToolDeps, runtime: Runtime, matches: list[str]) -> Obser
     code, and answers the same whatever it matched."""
     context = context_of(runtime)
     if context is None:
-        return error("not_found", USER_NOT_FOUND)
+        return failed_with("not_found", USER_NOT_FOUND)
     bound = conversation_customer(runtime)
     if bound is not None:
         if bound in matches:
             return verified(bound, labelled=True)
-        return error("refused", ALREADY_VERIFIED)
+        return failed_with("refused", ALREADY_VERIFIED)
     started = await deps.codes.start(
         thread_id=context.thread_id,
         requested_by=context.user_id,
         customer_id=matches[0] if len(matches) == 1 else None,
     )
     if not started:
-        return error("refused", TOO_MANY_CODES)
+        return failed_with("refused", TOO_MANY_CODES)
     return found(CODE_SENT.format(digits=6, minutes=deps.codes.policy.minutes))
 
 
@@ -192,7 +194,7 @@ async def confirm_identity(deps: ToolDeps, code: Code, runtime: Runtime) -> Obse
     """
     context = context_of(runtime)
     if context is None:
-        return error("not_found", USER_NOT_FOUND)
+        return failed_with("not_found", USER_NOT_FOUND)
     bound = conversation_customer(runtime)
     if bound is not None:
         return found(NO_CODE_NEEDED.format(user_id=bound))
@@ -218,11 +220,11 @@ async def get_user_details(deps: ToolDeps, user_id: UserId, runtime: Runtime) ->
     if customer_id is None:
         return not_verified()
     if user_id != customer_id:
-        return error("not_found", f"Error: {user_not_found(user_id)}")
+        return error("not_found", user_not_found(user_id))
     async with read_snapshot(deps.pool) as conn:
         customer = await ShopRepository(conn).get_customer(customer_id)
     if customer is None:
-        return error("not_found", f"Error: {user_not_found(user_id)}")
+        return error("not_found", user_not_found(user_id))
     return customer_found(customer_view(customer))
 
 
@@ -245,50 +247,11 @@ async def get_order_status(
         )
         row = await cur.fetchone()
     if row is None:
-        return error("not_found", NO_ORDER_MATCH)
+        return failed_with("not_found", NO_ORDER_MATCH)
     return found(
         {"order_id": row["id"], "status": row["status"]},
         lambda value: generic_lines("get_order_status", value),
         ids={"order": [row["id"]]},
-    )
-
-
-@write_tool(
-    label="Updating your address …",
-    confirm=Confirm("Change the default address of user {user_id}", args=summaries.user_address),
-    outcome=customer_outcome,
-)
-async def modify_user_address(
-    deps: ToolDeps,
-    user_id: UserId,
-    address1: Address1,
-    address2: Address2,
-    city: City,
-    state: State,
-    country: Country,
-    zip: Zip,
-    runtime: Runtime,
-) -> WriteOutcome | Observation:
-    """Change the default address of the verified customer (their profile, not an order).
-
-    To change where a pending order ships, use modify_pending_order_address instead.
-    Before calling, tell the customer the full new address and get their explicit yes.
-    Returns the updated user details.
-    """
-    fields = {
-        "address1": address1,
-        "address2": address2,
-        "city": city,
-        "state": state,
-        "country": country,
-        "zip": zip,
-    }
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="modify_user_address",
-        args={"user_id": user_id, **fields},
-        action_for=lambda customer_id: user_address_action(customer_id, user_id, fields),
     )
 
 
@@ -298,5 +261,4 @@ TOOLS = (
     confirm_identity,
     get_user_details,
     get_order_status,
-    modify_user_address,
 )

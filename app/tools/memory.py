@@ -45,7 +45,7 @@ async def remember_preference(
     if context is None or customer is None:
         return not_verified()
     if runtime.store is None:
-        return error("failed", "Error: memory is not available right now; nothing was stored.")
+        return error("failed", "memory is not available right now; nothing was stored.")
     try:
         saved = await remember(
             runtime.store,
@@ -56,7 +56,7 @@ async def remember_preference(
             verified_by="token" if context.role == "customer" else "code",
         )
     except PreferenceError as refused:
-        return error("refused", f"Error: {refused.message}")
+        return error("refused", refused.message)
     return found(f"Remembered {saved.key}: {saved.value}", ids={"customer": [customer]})
 
 

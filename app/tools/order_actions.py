@@ -1,34 +1,35 @@
-"""Write actions: lock what the rule reads, apply the domain rule, save, render the result.
+"""Write actions: lock what the rule reads, apply the domain rule, save, and give back the
+changed order or customer as data (`order_view`, `customer_view`).
 
-Each `*_action` returns the callable `execute_write` runs inside its transaction.
+Each returns the callable `execute_write` runs inside its transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from app.db.repository import ShopRepository
-from app.db.writes import WriteAction
+from app.db.writes import Result, WriteAction
 from app.domain import customers as customer_rules
-from app.domain import delivered_orders, pending_orders
 from app.domain.addresses import make_address
 from app.domain.changes import OrderChange
 from app.domain.errors import RuleViolation
 from app.domain.handoff import handoff_summary
 from app.domain.models import Customer, Order, Product
-from app.tools.render import customer_json, order_json
+from app.tools.render import customer_view, order_view
 from app.tools.scope import order_not_found, user_not_found
 
 OrderRule = Callable[[Order, Customer, dict[str, Product]], OrderChange]
+TRANSFER_SUCCESSFUL = "Transfer successful"
 
 
 def order_action(customer_id: str | None, order_id: str, rule: OrderRule) -> WriteAction:
     """Lock the order and the customer's payment methods, apply `rule`, save the change."""
 
-    async def action(conn: AsyncConnection[Any]) -> str:
+    async def action(conn: AsyncConnection[Any]) -> Result:
         repo = ShopRepository(conn)
         order = await repo.get_order(order_id, for_update=True)
         if order is None or customer_id is None or order.customer_id != customer_id:
@@ -40,51 +41,15 @@ def order_action(customer_id: str | None, order_id: str, rule: OrderRule) -> Wri
         change = rule(order, customer, products)
         await repo.save_order(order, change.order)
         await repo.apply_balance_deltas(customer_id, change.balance_deltas)
-        return order_json(change.order)
+        return order_view(change.order)
 
     return action
-
-
-def cancel(reason: str) -> OrderRule:
-    return lambda order, customer, _: pending_orders.cancel_pending_order(order, customer, reason)
-
-
-def change_address(fields: Mapping[str, str]) -> OrderRule:
-    return lambda order, _c, _p: pending_orders.modify_pending_order_address(
-        order, make_address(**fields)
-    )
-
-
-def change_items(item_ids: Sequence[str], new_item_ids: Sequence[str], method: str) -> OrderRule:
-    return lambda order, customer, products: pending_orders.modify_pending_order_items(
-        order, customer, products, item_ids, new_item_ids, method
-    )
-
-
-def change_payment(method: str) -> OrderRule:
-    return lambda order, customer, _: pending_orders.modify_pending_order_payment(
-        order, customer, method
-    )
-
-
-def request_return(item_ids: Sequence[str], method: str) -> OrderRule:
-    return lambda order, customer, _: delivered_orders.return_delivered_order_items(
-        order, customer, item_ids, method
-    )
-
-
-def request_exchange(
-    item_ids: Sequence[str], new_item_ids: Sequence[str], method: str
-) -> OrderRule:
-    return lambda order, customer, products: delivered_orders.exchange_delivered_order_items(
-        order, customer, products, item_ids, new_item_ids, method
-    )
 
 
 def user_address_action(
     customer_id: str | None, user_id: str, fields: Mapping[str, str]
 ) -> WriteAction:
-    async def action(conn: AsyncConnection[Any]) -> str:
+    async def action(conn: AsyncConnection[Any]) -> Result:
         repo = ShopRepository(conn)
         if customer_id is None or user_id != customer_id:
             raise RuleViolation(user_not_found(user_id))
@@ -94,18 +59,15 @@ def user_address_action(
             raise RuleViolation(user_not_found(user_id))
         changed = customer_rules.modify_user_address(customer, address)
         await repo.update_customer_address(customer_id, changed.address)
-        return customer_json(changed)
+        return customer_view(changed)
 
     return action
 
 
 def handoff_action(customer_id: str | None, thread_id: str, summary: str) -> WriteAction:
-    async def action(conn: AsyncConnection[Any]) -> str:
+    async def action(conn: AsyncConnection[Any]) -> Result:
         text = handoff_summary(summary)
         await ShopRepository(conn).insert_handoff_ticket(customer_id, thread_id, text)
         return TRANSFER_SUCCESSFUL
 
     return action
-
-
-TRANSFER_SUCCESSFUL = "Transfer successful"

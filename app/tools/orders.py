@@ -7,10 +7,12 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from app.db.repository import ShopRepository
-from app.db.writes import WriteOutcome
-from app.tools import order_actions as actions
+from app.db.writes import WriteAction
+from app.domain import pending_orders
+from app.domain.addresses import make_address
 from app.tools import summaries
 from app.tools.identity import Address1, Address2, City, Country, State, Zip
+from app.tools.order_actions import order_action
 from app.tools.render import order_found, order_outcome, order_view
 from app.tools.results import Observation, error
 from app.tools.scope import (
@@ -22,7 +24,7 @@ from app.tools.scope import (
 )
 from app.tools.snapshot import read_snapshot
 from app.tools.spec import Confirm, ToolDeps, read_tool, write_tool
-from app.tools.writing import run_write
+from app.tools.writing import Session
 
 MAX_ITEMS = 50
 
@@ -72,7 +74,7 @@ async def get_order_details(deps: ToolDeps, order_id: OrderId, runtime: Runtime)
     async with read_snapshot(deps.pool) as conn:
         order = await ShopRepository(conn).get_order(order_id)
     if order is None or order.customer_id != customer_id:
-        return error("not_found", f"Error: {order_not_found(order_id)}")
+        return error("not_found", order_not_found(order_id))
     return order_found(order_view(order))
 
 
@@ -81,15 +83,14 @@ async def get_order_details(deps: ToolDeps, order_id: OrderId, runtime: Runtime)
     confirm=Confirm("Cancel order {order_id}", order=summaries.cancel),
     outcome=order_outcome,
 )
-async def cancel_pending_order(
-    deps: ToolDeps,
+def cancel_pending_order(
+    session: Session,
     order_id: OrderId,
     reason: Annotated[
         CancelReason,
         Field(description="Why: exactly 'no longer needed' or 'ordered by mistake'."),
     ],
-    runtime: Runtime,
-) -> WriteOutcome | Observation:
+) -> WriteAction:
     """Cancel a pending order. Processed or delivered orders cannot be cancelled.
 
     Before calling, explain the cancellation (which order, the refund) and get the
@@ -97,12 +98,10 @@ async def cancel_pending_order(
     gift card gets its money back at once, other methods in 5-7 business days. Returns
     the updated order.
     """
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="cancel_pending_order",
-        args={"order_id": order_id, "reason": reason},
-        action_for=lambda c: actions.order_action(c, order_id, actions.cancel(reason)),
+    return order_action(
+        session.customer_id,
+        order_id,
+        lambda order, customer, _: pending_orders.cancel_pending_order(order, customer, reason),
     )
 
 
@@ -111,8 +110,8 @@ async def cancel_pending_order(
     confirm=Confirm("Change the address of order {order_id}", order=summaries.order_address),
     outcome=order_outcome,
 )
-async def modify_pending_order_address(
-    deps: ToolDeps,
+def modify_pending_order_address(
+    session: Session,
     order_id: OrderId,
     address1: Address1,
     address2: Address2,
@@ -120,28 +119,19 @@ async def modify_pending_order_address(
     state: State,
     country: Country,
     zip: Zip,
-    runtime: Runtime,
-) -> WriteOutcome | Observation:
+) -> WriteAction:
     """Change the shipping address of a pending order.
 
     For the customer's default (profile) address use modify_user_address instead. Before
     calling, tell the customer the full new address and get their explicit yes. Returns
     the updated order.
     """
-    fields = {
-        "address1": address1,
-        "address2": address2,
-        "city": city,
-        "state": state,
-        "country": country,
-        "zip": zip,
-    }
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="modify_pending_order_address",
-        args={"order_id": order_id, **fields},
-        action_for=lambda c: actions.order_action(c, order_id, actions.change_address(fields)),
+    return order_action(
+        session.customer_id,
+        order_id,
+        lambda order, _c, _p: pending_orders.modify_pending_order_address(
+            order, make_address(address1, address2, city, state, country, zip)
+        ),
     )
 
 
@@ -150,14 +140,13 @@ async def modify_pending_order_address(
     confirm=Confirm("Change items in order {order_id}", order=summaries.change_items),
     outcome=order_outcome,
 )
-async def modify_pending_order_items(
-    deps: ToolDeps,
+def modify_pending_order_items(
+    session: Session,
     order_id: OrderId,
     item_ids: ItemIds,
     new_item_ids: NewItemIds,
     payment_method_id: PaymentMethodId,
-    runtime: Runtime,
-) -> WriteOutcome | Observation:
+) -> WriteAction:
     """Swap items of a pending order for other options of the same product (for example
     another size or color). This can be done only once per order: afterwards its status
     is 'pending (item modified)' and no further change is possible, so collect every item
@@ -168,18 +157,11 @@ async def modify_pending_order_items(
     calling, explain the changes and the price difference and get the customer's
     explicit yes. Returns the updated order.
     """
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="modify_pending_order_items",
-        args={
-            "order_id": order_id,
-            "item_ids": item_ids,
-            "new_item_ids": new_item_ids,
-            "payment_method_id": payment_method_id,
-        },
-        action_for=lambda c: actions.order_action(
-            c, order_id, actions.change_items(item_ids, new_item_ids, payment_method_id)
+    return order_action(
+        session.customer_id,
+        order_id,
+        lambda order, customer, products: pending_orders.modify_pending_order_items(
+            order, customer, products, item_ids, new_item_ids, payment_method_id
         ),
     )
 
@@ -191,9 +173,9 @@ async def modify_pending_order_items(
     ),
     outcome=order_outcome,
 )
-async def modify_pending_order_payment(
-    deps: ToolDeps, order_id: OrderId, payment_method_id: PaymentMethodId, runtime: Runtime
-) -> WriteOutcome | Observation:
+def modify_pending_order_payment(
+    session: Session, order_id: OrderId, payment_method_id: PaymentMethodId
+) -> WriteAction:
     """Pay for a pending order with another of the customer's payment methods.
 
     The order must have a single payment; the new method is charged and the old one
@@ -201,13 +183,11 @@ async def modify_pending_order_payment(
     hold the full amount. Before calling, explain the change and get the customer's
     explicit yes. Returns the updated order.
     """
-    return await run_write(
-        deps.pool,
-        runtime,
-        tool_name="modify_pending_order_payment",
-        args={"order_id": order_id, "payment_method_id": payment_method_id},
-        action_for=lambda c: actions.order_action(
-            c, order_id, actions.change_payment(payment_method_id)
+    return order_action(
+        session.customer_id,
+        order_id,
+        lambda order, customer, _: pending_orders.modify_pending_order_payment(
+            order, customer, payment_method_id
         ),
     )
 

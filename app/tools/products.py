@@ -43,7 +43,7 @@ async def get_product_details(
     if product is None:
         return error(
             "not_found",
-            f"Error: product {clip(product_id)} was not found. Product ids are listed by "
+            f"product {clip(product_id)} was not found. Product ids are listed by "
             "list_all_product_types; item ids are not product ids.",
         )
     return product_found(product)

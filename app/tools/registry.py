@@ -1,6 +1,7 @@
 """Every tool's spec, the tools built from them around one pool, and what the graph needs to
 confirm and repair writes. A tool is declared once, in its area's module (`TOOLS`); an area
-module is listed once, in `AREAS`."""
+module is listed once, in `AREAS`. The model sees the reads, then the writes, each in the
+order of `AREAS`."""
 
 from __future__ import annotations
 
@@ -12,14 +13,26 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from psycopg_pool import AsyncConnectionPool
 
-from app.db.writes import WriteOutcome
+from app.db.erase import KEPT_ARGUMENTS
+from app.db.writes import recorded_outcome
 from app.notify.codes import IdentityCodes, default_identity_codes
-from app.tools import delivered, handoff, help, identity, memory, orders, products, shipping
+from app.tools import (
+    delivered,
+    handoff,
+    help,
+    identity,
+    memory,
+    orders,
+    products,
+    profile,
+    shipping,
+)
 from app.tools.results import ObservationFormat
 from app.tools.spec import ToolDeps, ToolSpec
 from app.tools.summaries import summarize
 
 __all__ = [
+    "RECORDED_ARGUMENTS",
     "SPECS",
     "WRITE_TOOL_NAMES",
     "PostgresWriteLedger",
@@ -29,18 +42,32 @@ __all__ = [
     "summarize_write",
 ]
 
-AREAS = (identity, orders, products, shipping, help, memory, delivered, handoff)
-# The model sees the reads in the order of AREAS, then the writes in this order of theirs.
-_WRITE_ORDER = (orders, delivered, identity, handoff)
+AREAS = (identity, orders, products, shipping, help, memory, delivered, profile, handoff)
 SPECS: dict[str, ToolSpec] = {
-    **{s.name: s for area in AREAS for s in area.TOOLS if s.access == "read"},
-    **{s.name: s for area in _WRITE_ORDER for s in area.TOOLS if s.access == "write"},
+    s.name: s
+    for access in ("read", "write")
+    for area in AREAS
+    for s in area.TOOLS
+    if s.access == access
 }
 WRITE_TOOL_NAMES: frozenset[str] = frozenset(
     name for name, spec in SPECS.items() if spec.access == "write"
 )
+# The write arguments a record keeps when its thread or customer is erased: ids, codes and
+# amounts; the ones marked PERSONAL (an address, a hand-over summary) are dropped.
+RECORDED_ARGUMENTS: frozenset[str] = frozenset(
+    argument
+    for name in WRITE_TOOL_NAMES
+    for argument, personal in SPECS[name].arguments().items()
+    if not personal
+)
 if len(SPECS) != sum(len(area.TOOLS) for area in AREAS):
-    raise RuntimeError("a write tool's area is missing from _WRITE_ORDER, or a name is taken")
+    raise RuntimeError("two tools share a name")
+if RECORDED_ARGUMENTS != KEPT_ARGUMENTS:
+    raise RuntimeError(
+        "app/db/erase.py KEPT_ARGUMENTS must be the write arguments not marked PERSONAL: "
+        + ", ".join(sorted(RECORDED_ARGUMENTS ^ KEPT_ARGUMENTS))
+    )
 
 
 @dataclass(frozen=True)
@@ -114,14 +141,8 @@ class PostgresWriteLedger:
     ) -> tuple[str, Any] | None:
         """The result a write with this key gave, rebuilt from its record by the tool's own
         spec: (content, artifact), or None when it never ran."""
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s",
-                (idempotency_key,),
-            )
-            row = await cursor.fetchone()
         spec = SPECS.get(name)
-        if row is None or spec is None:
+        outcome = await recorded_outcome(self.pool, idempotency_key)
+        if outcome is None or spec is None:
             return None
-        outcome = WriteOutcome(bool(row["ok"]), str(row["outcome"]), replayed=True)
         return spec.observed(spec.outcome(outcome), args, customer_id, observation_format)

@@ -3,15 +3,12 @@ observations the tools make of them."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from decimal import Decimal
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.db.writes import WriteOutcome
 from app.domain.models import Address, Customer, Order, PaymentMethod, Product
-from app.jsontext import compact_json
-from app.tools.results import Observation, error, found
+from app.tools.results import Observation, failed_with, found
 from app.tools.text import customer_lines, order_lines, product_lines
 
 
@@ -106,15 +103,6 @@ def product_view(p: Product) -> dict[str, Any]:
     }
 
 
-def order_json(o: Order) -> str:
-    """What a write records (and a replay of it shows)."""
-    return compact_json(order_view(o))
-
-
-def customer_json(c: Customer) -> str:
-    return compact_json(customer_view(c))
-
-
 def order_ids(view: Mapping[str, Any]) -> dict[str, list[str]]:
     """The order, its customer, the payment methods it was paid or refunded with, and the
     products of its items."""
@@ -147,7 +135,7 @@ def product_found(p: Product) -> Observation:
 
 
 def order_outcome(outcome: WriteOutcome) -> Observation:
-    """An order write, fresh or recorded: the order as it was saved."""
+    """An order write, fresh or recorded: the order as it was saved (`order_view`)."""
     return _recorded(outcome, order_found)
 
 
@@ -155,17 +143,12 @@ def customer_outcome(outcome: WriteOutcome) -> Observation:
     return _recorded(outcome, customer_found)
 
 
-def _recorded(outcome: WriteOutcome, observe: Any) -> Observation:
+def _recorded(
+    outcome: WriteOutcome, observe: Callable[[Mapping[str, Any]], Observation]
+) -> Observation:
     if not outcome.ok:
-        return error("refused", outcome.text)
-    try:  # the record is the JSON this module wrote (order_json, customer_json)
-        value = json.loads(outcome.text, parse_float=Decimal)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        return found(outcome.text)
-    observation: Observation = observe(value)
-    return observation
+        return failed_with("refused", outcome.text)
+    return found(outcome.text) if outcome.data is None else observe(outcome.data)
 
 
 def _each(view: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:

@@ -9,7 +9,9 @@ breakers read, so none of them ever parses a result's text:
      "ids": {"order": [...], "customer": [...], "payment_method": [...], ...},
      "cacheable": bool, "cache": "hit" | "miss", "article": {"id", "title", "snippet"}}
 
-`ToolMessage.status` is "error" exactly when the outcome is.
+`ToolMessage.status` is "error" exactly when the outcome is (`status_of`, the one place
+it is decided). A failure's text is `error_text` (its prefix), `TOOL_FAILED` when nothing
+more may be said, or `invalid_arguments`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from langchain_core.messages import ToolMessage
+from pydantic import ValidationError
 
+from app.db.writes import TOOL_FAILED as TOOL_FAILED
+from app.db.writes import error_text as error_text
 from app.jsontext import compact_json
 from app.tools.text import DEFAULT_LIMIT, View, bounded
 
@@ -61,14 +66,15 @@ class Artifact(TypedDict, total=False):
     article: Article  # a help article that was read, for the citations ledger
 
 
-def artifact_of(message: ToolMessage) -> Artifact:
-    """The message's artifact. A tool not declared with a spec (a test's probe) has none:
-    its status says how it went."""
+def artifact_of(message: ToolMessage, fallback: ErrorKind = "failed") -> Artifact:
+    """The message's artifact. A tool not declared with a spec (a test's probe), or
+    LangChain's own answer to arguments that miss the schema, has none: its status says how
+    it went, and `fallback` why it failed."""
     artifact = message.artifact
     if isinstance(artifact, dict) and "outcome" in artifact:
         return artifact  # type: ignore[return-value]
     if message.status == "error":
-        return Artifact(outcome="error", kind="failed")
+        return Artifact(outcome="error", kind=fallback)
     return Artifact(outcome="ok")
 
 
@@ -76,12 +82,51 @@ def failure(kind: ErrorKind) -> Artifact:
     return Artifact(outcome="error", kind=kind)
 
 
+def invalid_arguments(detail: str) -> str:
+    return error_text(f"invalid arguments ({detail}). Check the tool's argument schema and retry.")
+
+
+def malformed_arguments(name: str) -> str:
+    """A call whose arguments were not JSON at all, so no schema could check them."""
+    return error_text(
+        f"the arguments for {name} were not valid JSON. Call it again with a JSON object "
+        "matching its schema."
+    )
+
+
+def validation_problems(problem: ValidationError) -> str:
+    """The fields a call got wrong, for `invalid_arguments` (never the injected runtime)."""
+    problems = [
+        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+        for e in problem.errors()
+        if e["loc"][:1] != ("runtime",)
+    ]
+    return "; ".join(problems[:5]) or "the arguments do not match the schema"
+
+
+def status_of(artifact: Artifact) -> Literal["error", "success"]:
+    return "error" if artifact.get("outcome") == "error" else "success"
+
+
 def message(content: str, artifact: Artifact, *, tool_call_id: str, name: str) -> ToolMessage:
     """A ToolMessage whose status agrees with its artifact."""
-    status = "error" if artifact.get("outcome") == "error" else "success"
     return ToolMessage(
-        content=content, artifact=artifact, tool_call_id=tool_call_id, name=name, status=status
+        content=content,
+        artifact=artifact,
+        tool_call_id=tool_call_id,
+        name=name,
+        status=status_of(artifact),
     )
+
+
+def settled(result: ToolMessage, fallback: ErrorKind = "failed") -> ToolMessage:
+    """A result as every reader expects it: an artifact (`fallback` names the failure of
+    one that has none and says it failed), and a status that agrees."""
+    artifact = artifact_of(result, fallback)
+    status = status_of(artifact)
+    if result.artifact is artifact and result.status == status:
+        return result
+    return result.model_copy(update={"artifact": artifact, "status": status})
 
 
 @dataclass(frozen=True)
@@ -137,8 +182,13 @@ def found(
     return Observation(value, text, ids=ids or {}, article=article, changes=changes)
 
 
-def error(kind: ErrorKind, text: str) -> Observation:
-    """A failed call: `text` is what the model reads ("Error: ...")."""
+def error(kind: ErrorKind, sentence: str) -> Observation:
+    """A failed call: the model reads `sentence` as an error (`error_text`)."""
+    return Observation(error_text(sentence), outcome="error", kind=kind)
+
+
+def failed_with(kind: ErrorKind, text: str) -> Observation:
+    """A failed call whose text is already an error's (`error_text`, a recorded outcome)."""
     return Observation(text, outcome="error", kind=kind)
 
 

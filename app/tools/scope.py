@@ -12,24 +12,24 @@ from langgraph.prebuilt import ToolRuntime
 
 from app.identity import AgentContext
 from app.identity import conversation_customer as customer_of
-from app.tools.results import Observation, error
+from app.tools.results import Observation, error_text, failed_with
 
 Runtime = ToolRuntime[AgentContext, Any]
 
-NOT_VERIFIED = (
-    "Error: the customer's identity is not verified yet. Ask for their email address (or "
+NOT_VERIFIED = error_text(
+    "the customer's identity is not verified yet. Ask for their email address (or "
     "first name, last name and zip code) and call find_user_id_by_email (or "
     "find_user_id_by_name_zip) to email them a code, then confirm_identity with the code "
     "they type."
 )
-NO_CONTEXT = "Error: this conversation has no session; nothing was done."
+NO_CONTEXT = error_text("this conversation has no session; nothing was done.")
 MAX_ECHO = 64
 # Longest id a tool argument accepts (user, order, item, product ids are far shorter).
 MAX_ID_CHARS = 64
 
 
 def not_verified() -> Observation:
-    return error("not_verified", NOT_VERIFIED)
+    return failed_with("not_verified", NOT_VERIFIED)
 
 
 def clip(text: str) -> str:
@@ -68,7 +68,7 @@ def conversation_customer(runtime: Runtime) -> str | None:
 
 def turn_id(runtime: Runtime) -> str:
     """The state's turn id, else the last human message's id, else the tool call id."""
-    explicit = state_value(runtime, "turn_id") or getattr(context_of(runtime), "turn_id", None)
+    explicit = state_value(runtime, "turn_id")
     if isinstance(explicit, str) and explicit:
         return explicit
     for message in reversed(state_value(runtime, "messages") or []):

@@ -32,7 +32,7 @@ async def calc_shipping(
     try:
         cost = shipping_rules.calc_shipping(distance_km, weight_kg)
     except RuleViolation as refused:
-        return error("refused", f"Error: {refused.message}")
+        return error("refused", refused.message)
     return found({"shipping_cost": cost, "currency": "CNY"}, shipping_lines)
 
 
@@ -53,7 +53,7 @@ async def calculate(
     try:
         result = calculator.calculation_text(calculator.calculate(expression))
     except RuleViolation as refused:
-        return error("refused", f"Error: {refused.message}")
+        return error("refused", refused.message)
     return found(result, lambda number: f"Result: {number}")
 
 

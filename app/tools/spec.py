@@ -5,48 +5,67 @@ may be cached, and for a write the line the customer confirms.
     async def get_order_details(deps: ToolDeps, order_id: OrderId, runtime: Runtime) -> ...:
         \"\"\"The docstring is the description the model reads.\"\"\"
 
-The registry, the graph's write list, the tool cache, the confirmation card and the page's
-labels all read the spec; nothing else lists tools.
+    @write_tool(label="Cancelling {order} …", confirm=Confirm("Cancel order {order_id}"))
+    def cancel_pending_order(session: Session, order_id: OrderId, ...) -> WriteAction:
+        \"\"\"A write's function only builds its action; the spec runs it once per call
+        (app/tools/writing.py).\"\"\"
+
+Arguments whose type carries `PERSONAL` are dropped from a write's records when its
+thread or customer is erased (app/db/erase.py). The registry, the graph's write list, the
+tool cache, the confirmation card, the erase and the page's labels all read the spec;
+nothing else lists tools.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import structlog
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import create_schema_from_function
 from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SkipValidation, ValidationError
 
-from app.db.writes import WriteOutcome
+from app.db.writes import WriteAction, WriteOutcome
 from app.domain.models import Customer, Order, Product
 from app.fencing import LeaseLost
 from app.notify.codes import IdentityCodes
 from app.tools.results import (
+    TOOL_FAILED,
     Observation,
     ObservationFormat,
     argument_ids,
-    error,
-    failure,
+    failed_with,
     found,
+    invalid_arguments,
     message,
+    settled,
+    validation_problems,
 )
 from app.tools.scope import Runtime, conversation_customer
 from app.tools.text import DEFAULT_LIMIT
+from app.tools.writing import Session, run_write
 
 log = structlog.get_logger(__name__)
 
 Access = Literal["read", "write"]
-TOOL_FAILED = "Error: the request could not be completed; nothing was changed. Try again later."
-# The arguments every tool function takes besides the model's: its collaborators and the
-# runtime LangGraph injects.
-_NOT_FOR_THE_MODEL = ["run_manager", "callbacks", "deps"]
+# The arguments a tool function takes besides the model's: its collaborators, and for a
+# write the session it is made for. (LangGraph's injected runtime is left out by its type.)
+_NOT_FOR_THE_MODEL = ["run_manager", "callbacks", "deps", "session"]
+_NOT_INJECTED = {*_NOT_FOR_THE_MODEL, "runtime"}
+
+
+class Personal:
+    """Marks an argument type as personal data: `Annotated[str, Field(...), PERSONAL]`."""
+
+
+PERSONAL = Personal()
 
 
 @dataclass(frozen=True)
@@ -57,7 +76,9 @@ class ToolDeps:
     codes: IdentityCodes
 
 
-ToolFn = Callable[..., Awaitable[Any]]  # (deps, <the model's arguments>, runtime) -> Observation
+# A read: async (deps, <the model's arguments>, runtime) -> Observation.
+# A write: (session, <the model's arguments>) -> WriteAction.
+ToolFn = Callable[..., Any]
 OrderLine = Callable[[Mapping[str, Any], Order, Customer, Mapping[str, Product]], str | None]
 ArgsLine = Callable[[Mapping[str, Any], str | None], str | None]
 
@@ -78,7 +99,7 @@ class Confirm:
 
 def plain_outcome(outcome: WriteOutcome) -> Observation:
     """A write whose recorded outcome is a sentence ("Transfer successful")."""
-    return found(outcome.text) if outcome.ok else error("refused", outcome.text)
+    return found(outcome.text) if outcome.ok else failed_with("refused", outcome.text)
 
 
 @dataclass(frozen=True)
@@ -92,21 +113,38 @@ class ToolSpec:
     outcome: Callable[[WriteOutcome], Observation] = plain_outcome
     limit: int = DEFAULT_LIMIT  # characters of the text rendering
     label_fallback: str | None = None  # the label when an argument it names is missing
+    needs_customer: bool = True  # a write refused until the customer is verified
 
     @property
     def name(self) -> str:
         return self.fn.__name__
 
+    @property
+    def args_schema(self) -> Any:
+        """The model's arguments, validated (a pydantic model)."""
+        return create_schema_from_function(self.name, self.fn, filter_args=_NOT_FOR_THE_MODEL)
+
+    def arguments(self) -> dict[str, bool]:
+        """The model's arguments in order, each True when it is personal data."""
+        hints = get_type_hints(self.fn, include_extras=True)
+        names = [n for n in inspect.signature(self.fn).parameters if n not in _NOT_INJECTED]
+        return {name: _personal(hints.get(name)) for name in names}
+
+    def action(self, session: Session, args: Mapping[str, Any]) -> WriteAction:
+        """A write's action for these (validated) arguments."""
+        built: WriteAction = self.fn(session, **args)
+        return built
+
     def tool(self, deps: ToolDeps) -> ShopTool:
         return ShopTool(
             name=self.name,
             description=_description(inspect.getdoc(self.fn) or self.name),
-            args_schema=create_schema_from_function(
-                self.name, self.fn, filter_args=_NOT_FOR_THE_MODEL
-            ),
-            coroutine=self.fn,
-            handle_validation_error=invalid_arguments,
+            args_schema=self.args_schema,
+            handle_validation_error=_invalid,
             response_format="content_and_artifact",
+            # A read's function is its coroutine (LangGraph reads its runtime argument); a
+            # write's only builds an action, which `_arun` runs.
+            coroutine=self.fn if self.access == "read" else None,
             spec=self,
             deps=deps,
         )
@@ -147,9 +185,17 @@ def write_tool(
     label: str,
     confirm: Confirm,
     outcome: Callable[[WriteOutcome], Observation] = plain_outcome,
+    needs_customer: bool = True,
 ) -> Callable[[ToolFn], ToolSpec]:
     def declare(fn: ToolFn) -> ToolSpec:
-        return ToolSpec(fn=fn, access="write", label=label, confirm=confirm, outcome=outcome)
+        return ToolSpec(
+            fn=fn,
+            access="write",
+            label=label,
+            confirm=confirm,
+            outcome=outcome,
+            needs_customer=needs_customer,
+        )
 
     return declare
 
@@ -167,15 +213,19 @@ class ShopTool(StructuredTool):
             return self
         return self.model_copy(update={"observation_format": observation_format})
 
+    @functools.cached_property
+    def _injected_args_keys(self) -> frozenset[str]:
+        return frozenset({"runtime"})  # every shop tool gets LangGraph's runtime
+
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
         runtime: Runtime | None = kwargs.get("runtime")
         try:
-            result = await self.spec.fn(self.deps, *args, **kwargs)
+            result = await self._call(args, kwargs)
         except LeaseLost:
             raise  # the run lost its thread: it ends, no observation for the model
         except Exception:
             log.exception("tool failed", tool=self.name)
-            result = error("failed", TOOL_FAILED)
+            result = failed_with("failed", TOOL_FAILED)
         if isinstance(result, WriteOutcome):
             result = self.spec.outcome(result)
         writes = self.spec.access == "write" and runtime is not None
@@ -191,14 +241,25 @@ class ShopTool(StructuredTool):
         }
         return Command(update=update), None
 
+    async def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.spec.access == "read":
+            return await self.spec.fn(self.deps, *args, **kwargs)
+        model_args = {k: v for k, v in kwargs.items() if k != "runtime"}
+        return await run_write(
+            self.deps.pool,
+            kwargs.get("runtime"),
+            tool_name=self.name,
+            args=model_args,
+            action_for=lambda session: self.spec.action(session, model_args),
+            needs_customer=self.spec.needs_customer,
+        )
+
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        result = await super().ainvoke(input, config, **kwargs)
+        # BaseTool's: StructuredTool's would run a tool without a coroutine in a thread
+        result = await BaseTool.ainvoke(self, input, config, **kwargs)
         if isinstance(result, ToolMessage):
-            if not isinstance(result.artifact, dict):
-                # LangChain's own answer to arguments that do not match the schema
-                result.artifact = failure("invalid_arguments")
-            if result.artifact.get("outcome") == "error":
-                result.status = "error"
+            # LangChain answers arguments that do not match the schema itself, artifact-less
+            return settled(result, "invalid_arguments")
         return result
 
 
@@ -208,11 +269,9 @@ def _description(doc: str) -> str:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
-def invalid_arguments(error: ValidationError) -> str:
-    problems = [
-        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-        for e in error.errors()
-        if e["loc"][:1] != ("runtime",)
-    ]
-    detail = "; ".join(problems[:5]) or "the arguments do not match the schema"
-    return f"Error: invalid arguments ({detail}). Check the tool's argument schema and retry."
+def _invalid(problem: ValidationError) -> str:
+    return invalid_arguments(validation_problems(problem))
+
+
+def _personal(hint: Any) -> bool:
+    return get_origin(hint) is Annotated and any(isinstance(m, Personal) for m in get_args(hint))

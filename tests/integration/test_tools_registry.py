@@ -7,9 +7,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.idempotency import idempotency_key
-from app.db.writes import UNEXPECTED_FAILURE
 from app.tools.registry import WRITE_TOOL_NAMES, PostgresWriteLedger, build_tools, summarize_write
-from app.tools.spec import TOOL_FAILED
+from app.tools.results import TOOL_FAILED
 from tests import factories as f
 
 SARA = "sara_doe_496"
@@ -82,7 +81,7 @@ class TestToolsNeverRaise:
         rt = f.tool_runtime(user_id=SARA, role="customer")
         args = {"order_id": "#W1", "reason": "no longer needed"}
         result = await f.invoke(tools["cancel_pending_order"], args, rt)
-        assert f.text_of(result) == UNEXPECTED_FAILURE
+        assert f.text_of(result) == TOOL_FAILED
 
     async def test_missing_arguments_are_an_error_observation(self) -> None:
         tools = {t.name: t for t in build_tools(closed_pool()).all}

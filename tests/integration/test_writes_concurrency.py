@@ -11,8 +11,7 @@ from langchain_core.tools import BaseTool
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.idempotency import idempotency_key
-from app.db.writes import recorded_outcome
-from app.tools.registry import build_tools
+from app.tools.registry import PostgresWriteLedger, build_tools
 from tests import factories as f
 
 SARA, GIFT = "sara_doe_496", "gift_card_2222222"
@@ -97,4 +96,7 @@ class TestCrashRepairFindsTheOutcome:
         rt = f.tool_runtime(user_id=SARA, role="customer", turn_id=None, messages=[human, ai])
         text = f.text_of(await f.invoke(cancel, CANCEL, rt))
         key = idempotency_key(f"{SARA}:s1", "h1", cancel.name, raw_args)
-        assert await recorded_outcome(db, key) == text
+        recorded = await PostgresWriteLedger(db).recorded_result(
+            key, name=cancel.name, args=raw_args, customer_id=SARA, observation_format="json"
+        )
+        assert recorded is not None and recorded[0] == text

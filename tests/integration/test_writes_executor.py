@@ -10,8 +10,9 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpointer import PostgresCheckpointer
-from app.db.writes import UNEXPECTED_FAILURE, execute_write, recorded_outcome
+from app.db.writes import execute_write, recorded_outcome
 from app.domain.errors import RuleViolation
+from app.tools.results import TOOL_FAILED as UNEXPECTED_FAILURE
 from tests import factories as f
 
 
@@ -169,7 +170,8 @@ class TestExecuteWriteIsExactlyOnce:
             return '{"order_id":"#W1"}'
 
         await run(db, "k1", action)
-        assert await recorded_outcome(db, "k1") == '{"order_id":"#W1"}'
+        recorded = await recorded_outcome(db, "k1")
+        assert recorded is not None and recorded.text == '{"order_id":"#W1"}'
         assert await recorded_outcome(db, "other") is None
 
 

@@ -256,8 +256,9 @@ class TestLength:
 
 class TestPassthroughAndFallback:
     def test_errors_pass_through_unchanged(self) -> None:
-        raw = "Error: order #W1 was not found for this customer." + " x" * 2000
-        assert shown(error("not_found", raw), limit=100) == raw
+        sentence = "order #W1 was not found for this customer." + " x" * 2000
+        raw = "Error: " + sentence
+        assert shown(error("not_found", sentence), limit=100) == raw
 
     def test_unknown_json_is_flattened(self) -> None:
         value = {"ticket": {"id": 7, "tags": ["a", "b"]}, "rows": [{"price": 5}], "ok": True}
