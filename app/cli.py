@@ -176,7 +176,13 @@ def cmd_token(args: argparse.Namespace) -> None:
     settings = Settings()
     ttl = args.ttl or settings.jwt_default_ttl_s
     print(
-        issue_token(settings.jwt_secret.get_secret_value(), args.user_id, role=args.role, ttl_s=ttl)
+        issue_token(
+            settings.jwt_secret.get_secret_value(),
+            args.user_id,
+            role=args.role,
+            ttl_s=ttl,
+            name=args.name,
+        )
     )
 
 
@@ -268,7 +274,8 @@ def parser() -> argparse.ArgumentParser:
     prune.set_defaults(func=cmd_prune)
     token = sub.add_parser("token", help="print a bearer token")
     token.add_argument("user_id")
-    token.add_argument("--role", choices=["customer", "guest"], default="customer")
+    token.add_argument("--role", choices=["customer", "guest", "staff"], default="customer")
+    token.add_argument("--name", default=None, help="a staff member's display name")
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)

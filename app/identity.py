@@ -10,17 +10,21 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["customer", "guest"]
-ROLES: tuple[Role, ...] = ("customer", "guest")
+Role = Literal["customer", "guest", "staff"]
+ROLES: tuple[Role, ...] = ("customer", "guest", "staff")
 
 USER_ID_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 # Guests and customers must never share a user id, or a guest token could open a customer's
 # threads (thread ids are keyed by user id). Guest ids carry this prefix; customer ids never do.
 GUEST_PREFIX = "guest-"
+# Staff (the people who take over conversations) likewise: `staff-...`, and only they.
+STAFF_PREFIX = "staff-"
 
 
 def subject_matches_role(user_id: str, role: str) -> bool:
-    return user_id.startswith(GUEST_PREFIX) == (role == "guest")
+    return user_id.startswith(GUEST_PREFIX) == (role == "guest") and user_id.startswith(
+        STAFF_PREFIX
+    ) == (role == "staff")
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,11 @@ class Principal:
 
     user_id: str
     role: Role
+    name: str | None = None  # a staff member's display name (the token's `name` claim)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.user_id
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.runs.archive import PgTranscriptArchive
+from app.runs.control import Controls
 from app.runs.inspect import ThreadInspector
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
@@ -100,6 +101,7 @@ async def build_services(
             pool=pool,
             runs=runs,
             inspector=ThreadInspector(graph, leases, repo, archive),
+            controls=Controls(pool, graph, leases, settings, runs.cancel),
             repo=repo,
             store=store,
             metrics=metrics,

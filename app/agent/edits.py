@@ -21,6 +21,28 @@ if TYPE_CHECKING:  # graph.py builds the nodes, which use this module
 
 log = structlog.get_logger(__name__)
 
+STAFF_AUTHOR = "staff"  # additional_kwargs["author"] of a message a person wrote
+
+
+def for_model(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The conversation as the model reads it: a person's messages (a member of staff who
+    took the thread over) say who wrote them and to whom, so the model never takes them
+    for the customer's words or its own."""
+    if not any(m.additional_kwargs.get("author") == STAFF_AUTHOR for m in messages):
+        return list(messages)
+    out: list[AnyMessage] = []
+    for m in messages:
+        if m.additional_kwargs.get("author") != STAFF_AUTHOR:
+            out.append(m)
+            continue
+        who = m.additional_kwargs.get("author_name") or "a member of staff"
+        if m.additional_kwargs.get("kind") == "note":
+            text = f"[Note for you from {who} (support team), handing the conversation back]"
+        else:
+            text = f"[{who} (support team) wrote to the customer while holding the conversation]"
+        out.append(HumanMessage(content=f"{text}: {m.text}", id=m.id))
+    return out
+
 
 def cut_answer(text: str) -> AIMessage:
     """The answer as far as it got when its run was cancelled, marked as cut. A tool call
@@ -76,6 +98,15 @@ async def leave_consistent(
         await graph.aupdate_state(config, update, as_node="agent")
     except Exception:
         log.exception("could not close a cancelled run's steps", thread_id=thread_id)
+
+
+async def store_messages(
+    graph: Graph, config: RunnableConfig, messages: Sequence[BaseMessage]
+) -> None:
+    """Add messages to the conversation with no step and no model call: the customer's and
+    a person's while a person holds the thread (as the `staff` node, which nothing follows).
+    A message whose id is stored already replaces itself: a retry adds nothing."""
+    await graph.aupdate_state(config, {"messages": list(messages)}, as_node="staff")
 
 
 async def recovery_inputs(graph: Graph, config: RunnableConfig, human: HumanMessage) -> list[Any]:

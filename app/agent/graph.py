@@ -39,6 +39,11 @@ from app.identity import AgentContext
 from app.tools.spec import ShopTool
 
 Graph = CompiledStateGraph[AgentState, AgentContext, Any, Any]
+STAFF_NODE = "staff"
+
+
+async def _nothing(state: AgentState) -> dict[str, Any]:
+    return {}
 
 
 def run_config(thread_id: str, settings: Settings) -> RunnableConfig:
@@ -128,4 +133,9 @@ def build_graph(
         g.add_edge("summarize", END)
     for node in ("read_tools", "write_tools", "blocked"):
         g.add_edge(node, "agent")
+    # What a person who took the thread over writes (their messages, the customer's while
+    # they hold it, the note they hand back with) is stored as this node's update, which
+    # nothing follows: no step runs and no model is called (app/agent/edits.py).
+    g.add_node(STAFF_NODE, _nothing)
+    g.add_edge(STAFF_NODE, END)
     return g.compile(checkpointer=checkpointer, store=store)

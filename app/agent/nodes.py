@@ -19,7 +19,7 @@ from langgraph.config import get_config, get_stream_writer
 from langgraph.runtime import Runtime
 
 from app.agent.books import keep_books, refused_calls
-from app.agent.edits import cut_answer, open_turn
+from app.agent.edits import cut_answer, for_model, open_turn
 from app.agent.llm import ModelReplyBroken, model_call_deadline, require_finished
 from app.agent.model_view import text_of
 from app.agent.ports import WriteLedger
@@ -147,7 +147,8 @@ class CoreNodes:
         forced = state.get("force_answer") is not None
         remembered, memo = await self._preferences(runtime, state)
         system = self._system(state, runtime, remembered, forced=forced)
-        window = model_window(system, state.get("messages") or [], self.settings.context_max_tokens)
+        messages = for_model(state.get("messages") or [])
+        window = model_window(system, messages, self.settings.context_max_tokens)
         every = self.settings.reflection_every
         if every and steps and steps % every == 0:
             window.append(SystemMessage(content=reflection_note(steps)))

@@ -8,23 +8,44 @@ import time
 import jwt
 
 from app.errors import Unauthorized
-from app.identity import GUEST_PREFIX, ROLES, USER_ID_RE, Principal, Role, subject_matches_role
+from app.identity import (
+    GUEST_PREFIX,
+    ROLES,
+    STAFF_PREFIX,
+    USER_ID_RE,
+    Principal,
+    Role,
+    subject_matches_role,
+)
 
 ALGORITHM = "HS256"
 # The longest lifetime a token may have: issue_token refuses more, and verify_token refuses a
 # token whose `exp` lies further ahead (a signed `exp: 1e300` must not mean "never").
 MAX_TOKEN_TTL_S = 30 * 24 * 3600
+MAX_NAME_CHARS = 80
 
 
-def issue_token(secret: str, user_id: str, *, role: Role = "customer", ttl_s: int = 3600) -> str:
+def issue_token(
+    secret: str,
+    user_id: str,
+    *,
+    role: Role = "customer",
+    ttl_s: int = 3600,
+    name: str | None = None,
+) -> str:
     if not USER_ID_RE.fullmatch(user_id):
         raise ValueError("user id must be 1-128 characters of A-Z a-z 0-9 _ . @ -")
     if not subject_matches_role(user_id, role):
-        raise ValueError(f"guest ids (and only guest ids) start with {GUEST_PREFIX!r}")
+        raise ValueError(
+            f"guest ids (and only guest ids) start with {GUEST_PREFIX!r}, "
+            f"staff ids (and only staff ids) with {STAFF_PREFIX!r}"
+        )
     if ttl_s > MAX_TOKEN_TTL_S:
         raise ValueError(f"a token's lifetime is at most {MAX_TOKEN_TTL_S} seconds (30 days)")
     now = int(time.time())
-    claims = {"sub": user_id, "role": role, "iat": now, "exp": now + ttl_s}
+    claims: dict[str, object] = {"sub": user_id, "role": role, "iat": now, "exp": now + ttl_s}
+    if name:
+        claims["name"] = name[:MAX_NAME_CHARS]
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
@@ -43,10 +64,13 @@ def verify_token(secret: str, token: str) -> Principal:
     if not isinstance(sub, str) or not USER_ID_RE.fullmatch(sub):
         raise Unauthorized("the token's subject is not a valid user id")
     if role not in ROLES:
-        raise Unauthorized("the token's role must be customer or guest")
+        raise Unauthorized("the token's role must be customer, guest or staff")
     if not subject_matches_role(sub, role):
         raise Unauthorized("the token's subject does not match its role")
-    return Principal(user_id=sub, role=role)
+    name = claims.get("name")
+    if role != "staff" or not isinstance(name, str) or not name.strip():
+        name = None
+    return Principal(user_id=sub, role=role, name=name[:MAX_NAME_CHARS] if name else None)
 
 
 def _check_expiry(exp: object) -> None:

@@ -17,6 +17,7 @@ from app.config import Settings
 from app.errors import Unauthorized
 from app.identity import Principal
 from app.metrics import Metrics
+from app.runs.control import Controls
 from app.runs.inspect import ThreadInspector
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
@@ -29,6 +30,7 @@ class Services:
     pool: AsyncConnectionPool[Any]
     runs: RunService
     inspector: ThreadInspector
+    controls: Controls
     repo: RunRepository
     store: BaseStore
     metrics: Metrics

@@ -106,14 +106,18 @@ class MessageView(BaseModel):
     name: str | None = None
     status: str | None = None
     thought: str | None = None
+    author: Literal["customer", "agent", "staff"] | None = None  # tool results: none
+    kind: Literal["note"] | None = None  # a note handed back to the agent with a release
 
 
 class TurnResult(BaseModel):
     run_id: str | None = None
     messages: list[MessageView]
     checkpoint_id: str | None
-    status: Literal["completed", "interrupted", "failed", "cancelled"]
+    status: Literal["completed", "interrupted", "failed", "cancelled", "handed_off"]
     pending: list[dict[str, Any]] | None = None
+    # handed_off: a person holds the thread, the message was stored for them (no run)
+    control: dict[str, Any] | None = None
     usage: dict[str, int] | None = None
     # the help articles a completed answer drew on (the `citations` event of the stream)
     citations: list[dict[str, Any]] = []

@@ -14,6 +14,7 @@ from app.runs.stream import (
     Interrupted,
     RunStarted,
     Sequenced,
+    Stored,
     StreamEvent,
     Token,
     ToolCalled,
@@ -61,6 +62,10 @@ def replay(result: dict[str, Any], session_id: str, run_id: str) -> list[Sequenc
 
 
 def _result_events(result: dict[str, Any]) -> Iterable[StreamEvent]:
+    if result.get("status") == "handed_off":  # stored for the person holding the thread
+        for m in result.get("messages", []):
+            yield Stored(message=m, control=result.get("control") or {})
+        return
     for m in result.get("messages", []):
         if m.get("role") == "assistant":
             for call in m.get("tool_calls") or []:

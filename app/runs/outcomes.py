@@ -19,6 +19,7 @@ from app.runs.events import TurnRecorder
 from app.runs.logs import records
 from app.runs.repository import RunRepository
 from app.runs.run import Run
+from app.runs.stream import Sequenced, ToolCalled, ToolResult
 from app.runs.views import message_view
 
 log = structlog.get_logger(__name__)
@@ -30,6 +31,22 @@ CLOSE_RUN_RETRY_WAITS_S = (0.2, 1.0)
 # this long, so an outage never leaves a run 'running' for good.
 RECORD_LATER_FOR_S = 600.0
 RECORD_LATER_EVERY_S = 2.0
+
+
+HANDOFF_TOOL = "transfer_to_human_agents"
+
+
+def handoff_of(log: list[Sequenced]) -> dict[str, Any] | None:
+    """The handoff the run made, if one went through: the thread then waits for a person."""
+    done = {e.id for _, e in log if isinstance(e, ToolResult) and e.status == "ok"}
+    for _, event in reversed(log):
+        if isinstance(event, ToolCalled) and event.name == HANDOFF_TOOL and event.id in done:
+            summary = str(event.args.get("summary") or "")
+            return {
+                "summary": summary,
+                "reason": event.args.get("reason") or "handed off by the agent",
+            }
+    return None
 
 
 def result_of(recorder: TurnRecorder, run_id: str, status: str) -> dict[str, Any]:
@@ -74,6 +91,7 @@ class Outcomes:
             events=records(run.unshipped()),
             lease=run.lease,
             user_id=run.user_id or None,
+            handoff=handoff_of(run.log),
         )
         try:
             return True, await asyncio.shield(self._with_retries(run, close))

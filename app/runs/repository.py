@@ -185,10 +185,12 @@ class RunRepository:
         events: list[Any] | None = None,
         lease: Lease | None = None,
         user_id: str | None = None,
+        handoff: dict[str, Any] | None = None,
     ) -> str | None:
         """Record a run's outcome with the checkpoint it ended on, the thread's activity, the
         part of its log not shipped yet (`events`, as the last chunk), the day's tokens of
-        `user_id`, and release `lease`: one statement. Returns that checkpoint's id.
+        `user_id`, a `handoff` (the thread then waits for a person), and release `lease`:
+        one statement. Returns that checkpoint's id.
 
         The tokens are counted once: only while the run has no result recorded yet, so a
         retry of a close that did commit adds nothing. `added` messages joined the transcript
@@ -213,6 +215,9 @@ class RunRepository:
                     "tokens": tokens,
                     "generation": lease.generation if lease is not None else None,
                     "lease_run": lease.run_id if lease is not None else None,
+                    "handoff": handoff is not None,
+                    "summary": (handoff or {}).get("summary"),
+                    "reason": (handoff or {}).get("reason"),
                 },
             )
             row = await cur.fetchone()

@@ -28,6 +28,7 @@ from app.fencing import Lease
 from app.identity import Principal
 from app.metrics import Metrics, lock_wait, timed
 from app.runs.executor import Executor
+from app.runs.held import HeldThreads
 from app.runs.leases import ThreadLeases
 from app.runs.limits import PostGate
 from app.runs.poller import RequestPoller
@@ -67,6 +68,7 @@ class RunService:
         self.executor = Executor(
             graph, settings, leases, repo, metrics, ledger=ledger, write_names=write_names
         )
+        self.held = HeldThreads(graph, settings, repo, leases)
         self.poller = RequestPoller(
             repo, self.executor.live, self.executor.cancel_here, log_ttl_s=settings.run_log_ttl_s
         )
@@ -118,8 +120,12 @@ class RunService:
         session_id: str,
         content: str,
         client_message_id: str | None,
+        *,
+        refuse_held: bool = False,
     ) -> Run | dict[str, Any]:
-        """Start a turn. Returns the live run, or the recorded result of a retried message."""
+        """Start a turn. Returns the live run, or the recorded result of a retried message
+        or of a message stored for the person who holds the thread (`refuse_held`: a
+        Conflict instead, for the LangGraph API)."""
         run = Run(run_id=str(uuid.uuid4()), thread_id=thread_id, session_id=session_id)
         begun = await self._begin(run, principal, client_message_id)
         human = HumanMessage(content=content, id=human_message_id(thread_id, client_message_id))
@@ -136,6 +142,12 @@ class RunService:
                 await self.repo.retry_run(
                     run.run_id, thread_id, client_message_id or "", self.leases.owner
                 )
+            if begun.control != "agent":  # a person answers: stored, no run, no model
+                if refuse_held:
+                    raise Conflict(
+                        "a person is answering this conversation", code="human_in_control"
+                    )
+                return await self.held.store_customer_message(run, human, begun.control)
             if begun.earlier is not None or begun.stale_run is not None:
                 with prefetched(thread_id, run.checkpoint_row):
                     inputs = await recovery_inputs(self.graph, self._config(thread_id), human)

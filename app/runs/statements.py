@@ -44,12 +44,34 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
         WHERE %(user_id)s::text IS NOT NULL AND %(tokens)s::bigint > 0
           AND coalesce((SELECT fresh FROM prev), false)
         ON CONFLICT (user_id, day) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens
+    ), before AS (SELECT control FROM thread_leases WHERE thread_id = %(thread_id)s
     ), released AS (
-        UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
+        -- the release, and a handoff the run made: the thread then waits for a person
+        -- (migration 0011; one UPDATE, as a row is changed once per statement)
+        UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp(),
+            control = CASE WHEN q.queue THEN 'queued' ELSE control END,
+            control_version = control_version + CASE WHEN q.queue THEN 1 ELSE 0 END,
+            control_summary = CASE WHEN q.queue THEN %(summary)s::text ELSE control_summary END,
+            control_reason = CASE WHEN q.queue THEN %(reason)s::text ELSE control_reason END,
+            control_since = CASE WHEN q.queue THEN now() ELSE control_since END
+        FROM (SELECT %(handoff)s::bool AND coalesce((SELECT control FROM before), 'agent')
+                     = 'agent' AS queue) q
         WHERE thread_id = %(thread_id)s AND generation = %(generation)s::bigint
           AND run_id = %(lease_run)s::text
+        RETURNING q.queue, control_version, control_summary
+    ), handoff AS (SELECT * FROM released WHERE queue
+    ), handoff_history AS (
+        INSERT INTO control_history (thread_id, version, action, actor, control)
+        SELECT %(thread_id)s, h.control_version, 'handoff', 'agent', 'queued' FROM handoff h
+    ), handoff_event AS (
+        INSERT INTO thread_events (thread_id, kind, data)
+        SELECT %(thread_id)s, 'control', jsonb_build_object(
+            'thread_id', %(thread_id)s, 'state', 'queued', 'version', h.control_version,
+            'summary', h.control_summary, 'reason', %(reason)s::text)
+        FROM handoff h
     )
-    SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id"""
+    SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id,
+           (SELECT count(*) FROM handoff) AS queued"""
 
 # A run's stored log, in order, from its chunks.
 EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
@@ -63,12 +85,13 @@ class Begun:
     record), busy, rate_limited or budget_exhausted; `checkpoint` is the row the run starts
     from, as the checkpointer's SELECT returns it (None: the thread has none yet)."""
 
-    status: str
+    status: str  # or human: a person answers, the message is stored and no run starts
     generation: int | None
     stale_run: str | None
     wait_s: float
     earlier: dict[str, Any] | None
     checkpoint: dict[str, Any] | None
+    control: str = "agent"  # who answers: agent, queued or human (migration 0011)
 
     @property
     def checkpoint_id(self) -> str | None:
@@ -99,6 +122,7 @@ def begun(thread_id: str, row: dict[str, Any]) -> Begun:
         wait_s=float(row[wait[status]] or 0.0) if status in wait else 0.0,
         earlier=earlier,
         checkpoint=checkpoint,
+        control=str(row.get("control") or "agent"),
     )
 
 

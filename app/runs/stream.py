@@ -59,6 +59,14 @@ class Citations(BaseModel):
     citations: list[dict[str, Any]]
 
 
+class Stored(BaseModel):
+    """A person holds the thread: the message was stored for them, and no run started."""
+
+    event: Literal["stored"] = "stored"
+    message: dict[str, Any]
+    control: dict[str, Any]
+
+
 class RunFailed(BaseModel):
     """Why the run did not complete; always followed by `done`."""
 
@@ -77,7 +85,15 @@ class Done(BaseModel):
 
 
 StreamEvent = Annotated[
-    RunStarted | Token | ToolCalled | ToolResult | Interrupted | Citations | RunFailed | Done,
+    RunStarted
+    | Token
+    | ToolCalled
+    | ToolResult
+    | Interrupted
+    | Citations
+    | Stored
+    | RunFailed
+    | Done,
     Field(discriminator="event"),
 ]
 Sequenced = tuple[int, StreamEvent]  # (id within the run, event)

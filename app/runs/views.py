@@ -21,8 +21,24 @@ def role_of(message: BaseMessage) -> str:
     return message.type
 
 
+def author_of(message: BaseMessage) -> str | None:
+    """Who wrote it: the customer, the agent, or a person of the staff (named)."""
+    if isinstance(message, HumanMessage):
+        return "staff" if message.additional_kwargs.get("author") == "staff" else "customer"
+    if isinstance(message, AIMessage):
+        return "agent"
+    return None
+
+
 def message_view(message: BaseMessage) -> dict[str, Any]:
     view: dict[str, Any] = {"id": message.id, "role": role_of(message), "content": text_of(message)}
+    author = author_of(message)
+    if author is not None:
+        view["author"] = author
+        if author == "staff":
+            view["name"] = message.additional_kwargs.get("author_name") or message.name
+            if message.additional_kwargs.get("kind") == "note":
+                view["kind"] = "note"
     if isinstance(message, AIMessage) and message.tool_calls:
         view["tool_calls"] = [
             {"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls

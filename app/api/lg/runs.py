@@ -110,7 +110,7 @@ async def _start(
         content, client_id = message
         client_id = client_id or str(uuid.uuid4())
         outcome = await services.runs.post_message(
-            user, thread.id, thread.session_id, content, client_id
+            user, thread.id, thread.session_id, content, client_id, refuse_held=True
         )
         human = lc_message(
             {"id": human_message_id(thread.id, client_id), "role": "user", "content": content}

@@ -1,0 +1,215 @@
+"""The takeover routes: staff see the queue and every customer's threads in it, accept or take
+over a conversation, answer in it, transfer it, and hand it back. Anyone else gets 404, as
+for a missing thread; the thread's own stream (`/events`) serves the customer too."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from pydantic import BaseModel, Field
+from sse_starlette.sse import EventSourceResponse
+
+from app.api.auth import bearer_token
+from app.api.deps import CurrentUser, ServicesDep, ThreadId, signed_in
+from app.api.routes.common import JSON_ERRORS, require_json
+from app.api.sse import NO_BUFFERING
+from app.errors import AppError, thread_not_found
+from app.identity import Principal
+from app.runs.threads import InvalidThreadId, thread_id
+
+router = APIRouter(tags=["staff"], responses=JSON_ERRORS)
+
+EVENTS_POLL_S = 0.3
+MAX_CONTENT_CHARS = 8000
+
+
+async def current_staff(
+    request: Request, services: ServicesDep, authorization: Annotated[str | None, Header()] = None
+) -> Principal:
+    principal = await signed_in(request, services, lambda: bearer_token(authorization))
+    if principal.role != "staff":
+        raise thread_not_found()  # a staff route does not exist for anyone else
+    return principal
+
+
+Staff = Annotated[Principal, Depends(current_staff)]
+
+
+def _thread(value: str) -> str:
+    user, _, session = value.partition(":")
+    try:
+        return thread_id(user, session)
+    except InvalidThreadId:
+        raise thread_not_found() from None
+
+
+FullThreadId = Annotated[str, Path(description="the full thread id, `user_id:session_id`")]
+
+
+class ControlIn(BaseModel):
+    action: Literal["accept", "take_over", "transfer", "release"]
+    version: int = Field(ge=0)
+    to: str | None = Field(default=None, pattern=r"^staff-[A-Za-z0-9_.@-]{1,122}$")
+    note: str | None = Field(default=None, max_length=4000)
+
+
+class StaffMessageIn(BaseModel):
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    client_message_id: str | None = Field(default=None, max_length=128)
+
+
+def _cursor(since: datetime, thread: str) -> str:
+    raw = json.dumps([since.isoformat(), thread]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _after(cursor: str | None) -> tuple[datetime, str] | None:
+    if not cursor:
+        return None
+    try:
+        stamp, thread = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(stamp), str(thread)
+    except (ValueError, TypeError, binascii.Error):
+        raise AppError("the cursor is not one this service gave out", code="bad_cursor") from None
+
+
+@router.get("/staff/threads", summary="Threads waiting for a person or held by one")
+async def queue(
+    staff: Staff,
+    services: ServicesDep,
+    control: Literal["queued", "mine", "human", "all"] = "queued",
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    rows = await services.controls.queue(control, staff, limit, _after(cursor))
+    now = datetime.now().astimezone()
+    items = [
+        {
+            "thread_id": r["thread_id"],
+            "customer": r["user_id"],
+            "session_id": r["session_id"],
+            "title": r["title"],
+            "state": r["control"],
+            "version": r["control_version"],
+            "assignee": r["assignee"],
+            "assignee_name": r["assignee_name"],
+            "summary": r["control_summary"],
+            "reason": r["control_reason"],
+            "since": r["control_since"].isoformat(),
+            "waiting_s": max(0.0, (now - r["control_since"]).total_seconds()),
+            "last_message": r["last_message"],
+        }
+        for r in rows
+    ]
+    last = rows[-1] if len(rows) == limit else None
+    return {
+        "items": items,
+        "next_cursor": _cursor(last["control_since"], last["thread_id"]) if last else None,
+    }
+
+
+@router.get("/staff/threads/{thread_id}", summary="A thread's transcript and control history")
+async def staff_thread(thread_id: FullThreadId, staff: Staff, services: ServicesDep) -> Any:
+    thread = _thread(thread_id)
+    row = await services.inspector.require_thread(thread)
+    state = await services.inspector.state(
+        thread, row["session_id"], "customer", row["user_id"], None
+    )
+    controls = services.controls
+    return {
+        **state,
+        "thread_id": thread,
+        "customer": row["user_id"],
+        "control": await controls.get(thread),
+        "control_history": await controls.history(thread),
+    }
+
+
+@router.post(
+    "/staff/threads/{thread_id}/control",
+    dependencies=[Depends(require_json)],
+    summary="Accept, take over, transfer or release a thread (compare-and-set on version)",
+)
+async def change_control(
+    thread_id: FullThreadId, body: ControlIn, staff: Staff, services: ServicesDep
+) -> dict[str, Any]:
+    thread = _thread(thread_id)
+    await services.inspector.require_thread(thread)
+    if body.action == "transfer" and body.to is None:
+        raise AppError("a transfer names the staff member it goes to", code="transfer_to_required")
+    return await services.controls.change(
+        thread, body.action, body.version, staff, to=body.to, note=body.note
+    )
+
+
+@router.post(
+    "/staff/threads/{thread_id}/messages",
+    dependencies=[Depends(require_json)],
+    summary="A message from the person holding the thread",
+)
+async def staff_message(
+    thread_id: FullThreadId, body: StaffMessageIn, staff: Staff, services: ServicesDep
+) -> dict[str, Any]:
+    thread = _thread(thread_id)
+    await services.inspector.require_thread(thread)
+    return await services.controls.staff_says(thread, staff, body.content, body.client_message_id)
+
+
+def _last_event_id(value: str | None) -> int:
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0
+
+
+async def _thread_events(services: Any, thread: str, after: int) -> AsyncIterator[dict[str, Any]]:
+    """Everything new on the thread, polled by id (any replica, PgBouncer fine)."""
+    while True:
+        async with services.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT id, kind, data FROM thread_events WHERE thread_id = %s AND id > %s
+                   ORDER BY id LIMIT 200""",
+                (thread, after),
+            )
+            rows = await cur.fetchall()
+        for row in rows:
+            after = row["id"]
+            yield {"id": str(row["id"]), "event": row["kind"], "data": json.dumps(row["data"])}
+        if not rows:
+            await asyncio.sleep(EVENTS_POLL_S)
+
+
+def _events_response(services: Any, thread: str, last_event_id: str | None) -> EventSourceResponse:
+    events = _thread_events(services, thread, _last_event_id(last_event_id))
+    ping = max(1, int(services.settings.sse_heartbeat_s))
+    return EventSourceResponse(events, ping=ping, headers=NO_BUFFERING)
+
+
+@router.get("/staff/threads/{thread_id}/events", summary="The thread's stream, for the console")
+async def staff_events(
+    thread_id: FullThreadId,
+    staff: Staff,
+    services: ServicesDep,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    thread = _thread(thread_id)
+    await services.inspector.require_thread(thread)
+    return _events_response(services, thread, last_event_id)
+
+
+@router.get("/threads/{session_id}/events", summary="The thread's stream, for the customer")
+async def customer_events(
+    thread: ThreadId,
+    user: CurrentUser,
+    services: ServicesDep,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    await services.inspector.require_thread(thread.id)
+    return _events_response(services, thread.id, last_event_id)
