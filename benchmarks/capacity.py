@@ -470,8 +470,13 @@ class Capacity:
         return [json.loads(o.read_text()) for o in outs]
 
     def baseline(self, name: str, url: str, turns: int = 0) -> dict[str, Any]:
+        from benchmarks.procs import Proc
+
         turns = turns or self.plan.capacity_single_turns
+        proc: Proc = self.bench.procs[f"{name}@capacity"]
+        cpu0 = proc.cpu_s()
         [raw] = self.generate(name, url, f"{name}-single", ["--single", str(turns)], 1)
+        cpu = proc.cpu_s() - cpu0
         self.offset += 1
         latency = [t["latency_ms"] for t in raw["turns"] if t["ok"]]
         ttft = [t["ttft_ms"] for t in raw["turns"] if t["ok"] and t.get("ttft_ms") is not None]
@@ -482,6 +487,7 @@ class Capacity:
             "p95_ms": p95(latency),
             "ttft_p50_ms": median(ttft),
             "ttft_p95_ms": p95(ttft),
+            "service_cpu_ms_per_turn": 1000 * cpu / max(len(latency), 1),
         }
 
     def level(self, name: str, url: str, open_: int, pids: dict[str, int]) -> dict[str, Any]:
@@ -506,6 +512,11 @@ class Capacity:
         raw = _merge(parts)
         level = summarise_level(raw, sampler.samples)
         level["generator_procs"] = procs
+        cores = level["probes"].get(f"cores_{name}", {}).get("mean")
+        if cores is not None and level["turns_per_s"]:
+            level["service_cpu_ms_per_turn"] = 1000 * cores / level["turns_per_s"]
+        partial = self.bench.out / "runs" / f"capacity-{name}-o{open_}-summary.json"
+        partial.write_text(json.dumps(level, indent=1))
         log(
             f"  capacity {name:5s} open={open_:<5d} open~{level['open_mean']:.0f}"
             f" in-flight~{level['in_flight_mean']:.1f} {level['turns_per_s']:.1f} turns/s"
@@ -513,6 +524,28 @@ class Capacity:
             f" errors {level['errors']} gen {level['generator_cores']:.2f} cores"
         )
         return level
+
+    def settle(self, name: str, url: str, pid: int, limit_s: float = 180.0) -> float:
+        """Wait until the service is idle again (a collapsed level leaves runs queued after
+        its clients gave up): its CPU under 0.05 cores over a second, and for ours no run
+        active. Returns the seconds waited."""
+        import psutil
+
+        started = time.monotonic()
+        process = psutil.Process(pid)
+        while time.monotonic() - started < limit_s:
+            t = process.cpu_times()
+            before = t.user + t.system
+            time.sleep(1.0)
+            t = process.cpu_times()
+            busy = t.user + t.system - before
+            active = 0.0
+            if name != "peer":
+                _, text = Sampler._get(url, "/metrics")
+                active = Sampler._gauges(text).get("active_runs", 0.0)
+            if busy < 0.05 and not active:
+                break
+        return time.monotonic() - started
 
     def search(self, name: str, url: str, pids: dict[str, int]) -> dict[str, Any]:
         """From the plan's first level up while levels hold, or down until one holds."""
@@ -528,7 +561,9 @@ class Capacity:
 
         step = 0
         while 0 <= i < len(levels):
+            settled = self.settle(name, url, pids[name])
             entry = self.level(name, url, levels[i], pids)
+            entry["settled_s"] = settled
             entry["holds"] = holds(entry)
             entry["p95_ratio"] = entry["p95_ms"] / base["p95_ms"] if base["p95_ms"] else 0.0
             tried[levels[i]] = entry
@@ -547,7 +582,7 @@ class Capacity:
         }
 
 
-def section(bench: Bench, profile: dict[str, Any]) -> None:
+def section(bench: Bench, profile: dict[str, Any], only: Sequence[str] = ("ours", "peer")) -> None:
     """Realistic capacity (issue 26): ours with the shipped defaults and the peer."""
     import psycopg
 
@@ -622,6 +657,8 @@ def section(bench: Bench, profile: dict[str, Any]) -> None:
             "systems": {},
         }
         for name, url in systems.items():
+            if name not in only:
+                continue
             proc_name = f"{name}@capacity"
             pids = {name: bench.procs[proc_name].pid, "model": bench.procs[model].pid}
             cap.baseline(name, url, 6)  # warm-up: connections, prepared statements, caches
@@ -654,7 +691,7 @@ def run_alone(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     bench = Bench(plan, out, os.environ.get("DATABASE_URL") or DEFAULT_ADMIN_URL)
     try:
-        section(bench, PROFILES["realistic"])
+        section(bench, PROFILES["realistic"], args.systems.split(","))
     finally:
         bench.stop_all()
     (out / "results.json").write_text(json.dumps(bench.results, indent=1, default=str))
@@ -696,6 +733,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     alone.add_argument("--quick", action="store_true", help="the --quick plan's levels")
     alone.add_argument("--levels", help="comma-separated open conversations (overrides)")
     alone.add_argument("--start", type=int, help="the level to start from")
+    alone.add_argument("--systems", default="ours,peer", help="comma-separated: ours, peer")
     seed = sub.add_parser("seed", help="migrate and load a shop of --customers customers")
     seed.add_argument("--database-url", required=True)
     seed.add_argument("--customers", type=int, default=2000)

@@ -38,7 +38,7 @@ class Plan:
     # realistic capacity (benchmarks/capacity.py): open conversations stepped from
     # capacity_start up while they hold, or down until one holds (empty: skip)
     capacity_levels: tuple[int, ...] = (250, 500, 750, 1000, 1250, 1500)
-    capacity_start: int = 1000
+    capacity_start: int = 500
     capacity_think_s: float = 20.0  # uniform +- 5 s between an answer and the next message
     capacity_turns: int = 4  # messages per conversation
     capacity_turn_s: float = 1.2  # a turn's expected time, for the arrival rate

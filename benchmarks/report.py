@@ -565,18 +565,21 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
         " turns one after another) and under 1% of turns fail. Levels go up from the first"
         " while they hold, or down until one does.",
         "",
-        "| system | baseline p95 ms (1 customer) | open conversations held |",
-        "|---|---:|---:|",
+        "| system | baseline p95 ms (1 customer) | service CPU ms/turn alone"
+        " | open conversations held |",
+        "|---|---:|---:|---:|",
     ]
     for name, s in c["systems"].items():
         held = f"{s['held']:,}" if s["held"] else f"< {min(int(k) for k in s['levels']):,}"
         held += " (the highest level tried)" if s.get("top_tried_holds") else ""
-        lines.append(f"| {name} | {fmt(s['baseline']['p95_ms'], 0)} | **{held}** |")
+        alone = fmt(s["baseline"].get("service_cpu_ms_per_turn", float("nan")), 1)
+        lines.append(f"| {name} | {fmt(s['baseline']['p95_ms'], 0)} | {alone} | **{held}** |")
     lines += [
         "",
         "| system | open (target / measured) | turns in flight | turns/s | turn p50 / p95 ms"
-        " | p95 / baseline | TTFT p50 / p95 ms | errors / turns | holds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        " | p95 / baseline | TTFT p50 / p95 ms | errors / turns | service CPU ms/turn"
+        " | holds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, s in c["systems"].items():
         for n, e in s["levels"].items():
@@ -585,6 +588,7 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
                 f" | {e['turns_per_s']:.1f} | {fmt(e['p50_ms'], 0)} / {fmt(e['p95_ms'], 0)}"
                 f" | {e['p95_ratio']:.2f}x | {fmt(e['ttft_p50_ms'], 0)} /"
                 f" {fmt(e['ttft_p95_ms'], 0)} | {e['errors']} / {e['turns']}"
+                f" | {fmt(e.get('service_cpu_ms_per_turn', float('nan')), 1)}"
                 f" | {'yes' if e['holds'] else 'no'} |"
             )
     lines += [
