@@ -78,6 +78,8 @@ class Generator:
         return max(0.0, rng.uniform(a.think_s - a.think_spread_s, a.think_s + a.think_spread_s))
 
     async def conversation(self, index: int, turns: int, delay: float) -> None:
+        """`delay`, then `turns` times: a message, its answer read to the end, a think time
+        (the last one before the customer leaves). Stops at the end of the window."""
         rng = random.Random(self.args.seed * 1_000_003 + index)
         user, order = self.pairs[index % len(self.pairs)]
         session = f"{self.args.tag}-{index}"
@@ -87,10 +89,6 @@ class Generator:
             for k in range(turns):
                 if time.time() >= self.stop_at:
                     return
-                if k:
-                    await asyncio.sleep(self.think(rng))
-                    if time.time() >= self.stop_at:
-                        return
                 self.in_flight += 1
                 try:
                     result: TurnResult = await self.client.turn(user, session, question(k, order))
@@ -102,6 +100,7 @@ class Generator:
                 row.pop("extra", None)
                 row.update(conversation=index, turn=k, t=result.start - self.t0)
                 self.rows.append(row)
+                await asyncio.sleep(self.think(rng))
         finally:
             self.open -= 1
 
@@ -136,7 +135,10 @@ class Generator:
     async def run_open(self) -> dict[str, Any]:
         a = self.args
         turns = a.turns
-        lifetime = turns * a.turn_s + (turns - 1) * a.think_s
+        # a conversation is open from its first message until a think time after its last
+        # answer (the customer reads it and leaves): each open one is a customer between
+        # messages or waiting for an answer, as a person at a chat window is
+        lifetime = turns * (a.turn_s + a.think_s)
         rate = a.open / lifetime
         self.t0 = time.time()
         measure_from = self.t0 + a.warmup_s
@@ -144,10 +146,12 @@ class Generator:
         rng = random.Random(a.seed)
         monitor = asyncio.create_task(self.monitor())
         index = a.index_offset
-        # Already under way at the start: each with some of its turns left, its next
-        # message somewhere within one think time.
+        # Already under way at the start (steady state at once): each with some of its
+        # turns left, its next message somewhere within one think time.
+        # (a conversation of age uniform in its lifetime: 0 to turns-1 messages left after
+        # the rest of the current think, which is uniform in one message's slot)
         for _ in range(a.open):
-            self.spawn(index, rng.randint(1, turns), rng.uniform(0, a.think_s + a.turn_s))
+            self.spawn(index, rng.randint(0, turns - 1), rng.uniform(0, a.think_s + a.turn_s))
             index += 1
         cpu0 = cpu1 = None
         arrivals = 0
@@ -474,9 +478,14 @@ class Capacity:
 
         turns = turns or self.plan.capacity_single_turns
         proc: Proc = self.bench.procs[f"{name}@capacity"]
+        idle0 = proc.cpu_s()
+        time.sleep(3.0)
+        idle_cores = (proc.cpu_s() - idle0) / 3.0  # the service's own background work
         cpu0 = proc.cpu_s()
+        t0 = time.monotonic()
         [raw] = self.generate(name, url, f"{name}-single", ["--single", str(turns)], 1)
         cpu = proc.cpu_s() - cpu0
+        busy_s = time.monotonic() - t0
         self.offset += 1
         latency = [t["latency_ms"] for t in raw["turns"] if t["ok"]]
         ttft = [t["ttft_ms"] for t in raw["turns"] if t["ok"] and t.get("ttft_ms") is not None]
@@ -488,6 +497,11 @@ class Capacity:
             "ttft_p50_ms": median(ttft),
             "ttft_p95_ms": p95(ttft),
             "service_cpu_ms_per_turn": 1000 * cpu / max(len(latency), 1),
+            "service_idle_cores": idle_cores,
+            # less what the service burns while idle over the same time
+            "service_cpu_ms_per_turn_net": 1000
+            * (cpu - idle_cores * busy_s)
+            / max(len(latency), 1),
         }
 
     def level(self, name: str, url: str, open_: int, pids: dict[str, int]) -> dict[str, Any]:
@@ -639,10 +653,10 @@ def section(bench: Bench, profile: dict[str, Any], only: Sequence[str] = ("ours"
         url = f"http://127.0.0.1:{port}"
         argv = [PY, "-m", "benchmarks.baseline", "--port", str(port)]
         peer_env = {k: env[k] for k in ("DATABASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
-        bench.start(
-            Proc("peer@capacity", argv, peer_env, bench.out / "peer-capacity.log", url + "/health")
-        )
-        systems["peer"] = url
+        if "peer" in only:
+            log_file = bench.out / "peer-capacity.log"
+            bench.start(Proc("peer@capacity", argv, peer_env, log_file, url + "/health"))
+            systems["peer"] = url
 
         cap = Capacity(bench, model_url, db_url, pairs)
         results: dict[str, Any] = {
@@ -657,8 +671,6 @@ def section(bench: Bench, profile: dict[str, Any], only: Sequence[str] = ("ours"
             "systems": {},
         }
         for name, url in systems.items():
-            if name not in only:
-                continue
             proc_name = f"{name}@capacity"
             pids = {name: bench.procs[proc_name].pid, "model": bench.procs[model].pid}
             cap.baseline(name, url, 6)  # warm-up: connections, prepared statements, caches

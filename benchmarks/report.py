@@ -572,7 +572,13 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
     for name, s in c["systems"].items():
         held = f"{s['held']:,}" if s["held"] else f"< {min(int(k) for k in s['levels']):,}"
         held += " (the highest level tried)" if s.get("top_tried_holds") else ""
-        alone = fmt(s["baseline"].get("service_cpu_ms_per_turn", float("nan")), 1)
+        base = s["baseline"]
+        alone = fmt(base.get("service_cpu_ms_per_turn", float("nan")), 1)
+        if "service_idle_cores" in base:
+            alone += (
+                f" ({fmt(base['service_cpu_ms_per_turn_net'], 1)} less idle work:"
+                f" {base['service_idle_cores']:.3f} cores)"
+            )
         lines.append(f"| {name} | {fmt(s['baseline']['p95_ms'], 0)} | {alone} | **{held}** |")
     lines += [
         "",
