@@ -19,6 +19,7 @@ DOMAIN_TABLES = (
     "payment_transactions, tool_executions, audit_log, handoff_tickets, threads, runs, "
     "run_event_chunks, thread_leases, "
     "help_articles, transcript_archive, rate_limits, spent_tokens, token_usage, "
+    "thread_events, control_history, "
     "identity_codes, outbox"
 )
 

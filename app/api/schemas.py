@@ -67,6 +67,7 @@ class RewindIn(BaseModel):
 class DemoLoginIn(BaseModel):
     user_id: str | None = Field(default=None, pattern=USER_ID_RE.pattern)
     role: Role = "customer"
+    name: str | None = Field(default=None, max_length=80)  # a staff member's display name
 
 
 class DemoCustomerOut(BaseModel):

@@ -60,13 +60,17 @@ class PostGate:
             "window_s": self.posts.window_s,
         }
 
+    def count(self, status: str) -> None:
+        """A refusal of the opening statement, in the metrics."""
+        limit = {"rate_limited": "posts", "budget_exhausted": "token_budget"}.get(status)
+        if limit is not None:
+            self.metrics.add("cs_agent_rate_limited_total", limit=limit)
+
     def refuse(self, status: str, wait_s: float) -> Exception:
         """The error for a post the opening statement refused with `status`."""
         if status == "rate_limited" and self.posts is not None:
-            self.metrics.add("cs_agent_rate_limited_total", limit="posts")
             return RateLimited(POSTS, retry_after_s=self.posts.retry_after_s(wait_s))
         if status == "budget_exhausted":
-            self.metrics.add("cs_agent_rate_limited_total", limit="token_budget")
             return RateLimited(
                 BUDGET, code="token_budget_exhausted", retry_after_s=math.ceil(wait_s)
             )

@@ -19,7 +19,7 @@ from app.runs.events import TurnRecorder
 from app.runs.logs import records
 from app.runs.repository import RunRepository
 from app.runs.run import Run
-from app.runs.stream import Sequenced, ToolCalled, ToolResult
+from app.runs.stream import Sequenced, ToolResult
 from app.runs.views import message_view
 
 log = structlog.get_logger(__name__)
@@ -37,15 +37,12 @@ HANDOFF_TOOL = "transfer_to_human_agents"
 
 
 def handoff_of(log: list[Sequenced]) -> dict[str, Any] | None:
-    """The handoff the run made, if one went through: the thread then waits for a person."""
-    done = {e.id for _, e in log if isinstance(e, ToolResult) and e.status == "ok"}
-    for _, event in reversed(log):
-        if isinstance(event, ToolCalled) and event.name == HANDOFF_TOOL and event.id in done:
-            summary = str(event.args.get("summary") or "")
-            return {
-                "summary": summary,
-                "reason": event.args.get("reason") or "handed off by the agent",
-            }
+    """The handoff the run made, if one went through (its call may be in the run before,
+    which asked for the confirmation): the thread then waits for a person, with the
+    summary its ticket was written with."""
+    for _, event in log:
+        if isinstance(event, ToolResult) and event.name == HANDOFF_TOOL and event.status == "ok":
+            return {"reason": "handed off by the agent"}
     return None
 
 

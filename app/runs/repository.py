@@ -216,7 +216,6 @@ class RunRepository:
                     "generation": lease.generation if lease is not None else None,
                     "lease_run": lease.run_id if lease is not None else None,
                     "handoff": handoff is not None,
-                    "summary": (handoff or {}).get("summary"),
                     "reason": (handoff or {}).get("reason"),
                 },
             )

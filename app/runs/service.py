@@ -100,6 +100,7 @@ class RunService:
             budget=self.gate.budget,
         )
         if begun.generation is None:
+            self.gate.count(begun.status)
             raise self.gate.refuse(begun.status, begun.wait_s)
         run.lease = Lease(run.thread_id, begun.generation, run.run_id, self.leases.ttl_ms)
         self.leases.held(run.lease)

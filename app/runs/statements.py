@@ -51,7 +51,9 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
         UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp(),
             control = CASE WHEN q.queue THEN 'queued' ELSE control END,
             control_version = control_version + CASE WHEN q.queue THEN 1 ELSE 0 END,
-            control_summary = CASE WHEN q.queue THEN %(summary)s::text ELSE control_summary END,
+            control_summary = CASE WHEN q.queue THEN (
+                SELECT t.summary FROM handoff_tickets t WHERE t.thread_id = %(thread_id)s
+                ORDER BY t.id DESC LIMIT 1) ELSE control_summary END,
             control_reason = CASE WHEN q.queue THEN %(reason)s::text ELSE control_reason END,
             control_since = CASE WHEN q.queue THEN now() ELSE control_since END
         FROM (SELECT %(handoff)s::bool AND coalesce((SELECT control FROM before), 'agent')

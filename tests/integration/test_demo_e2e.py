@@ -316,4 +316,7 @@ class TestOtherChanges:
         assert [name for name, _ in asked.calls] == ["transfer_to_human_agents"]
         done = await chat.decide("approve") if asked.status == "interrupted" else asked
         assert "已为您转接人工客服" in done.text
-        assert "人工客服已接手" in (await chat.say("还在吗？")).text
+        # The thread now waits for a person (human takeover): the next message is stored
+        # for them, and the agent does not answer it.
+        after = await chat.say("还在吗？")
+        assert after.status == "handed_off" and after.named("stored")

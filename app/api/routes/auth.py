@@ -13,7 +13,9 @@ from app.api.routes.common import require_json
 from app.api.schemas import DemoCustomerOut, DemoLoginIn, TokenOut
 from app.db.seed import demo_customers
 from app.errors import AppError, NotFound
-from app.identity import GUEST_PREFIX, subject_matches_role
+from app.identity import GUEST_PREFIX, STAFF_PREFIX, subject_matches_role
+
+DEMO_STAFF = "staff-demo"
 
 router = APIRouter(tags=["auth"])
 
@@ -30,6 +32,13 @@ async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]
     if body.role == "guest":
         # Every guest gets their own subject, so guests never share threads.
         user_id = f"{GUEST_PREFIX}{uuid.uuid4().hex[:12]}"
+    elif body.role == "staff":
+        # The console's demo sign-in: a member of staff, `staff-demo` unless named.
+        user_id = body.user_id or DEMO_STAFF
+        if not subject_matches_role(user_id, "staff"):
+            raise AppError(
+                f"a staff id starts with {STAFF_PREFIX!r}", code="validation_error", status_code=422
+            )
     elif body.user_id is None:
         raise AppError(
             "user_id is required for a customer", code="validation_error", status_code=422
@@ -43,6 +52,7 @@ async def demo_login(body: DemoLoginIn, services: ServicesDep) -> dict[str, Any]
         user_id,
         role=body.role,
         ttl_s=settings.jwt_default_ttl_s,
+        name=(body.name or "Demo staff") if body.role == "staff" else None,
     )
     return {"token": token}
 

@@ -106,6 +106,22 @@ def upgrade() -> None:
         RETURN QUERY SELECT * FROM thread_leases l WHERE l.thread_id = p_thread;
     END $$;
 
+    -- A deleted thread (DELETE /threads, erase, retention) takes its stream and its control
+    -- history with it (they hold what people wrote), and a new conversation under the same
+    -- id starts with the agent: the lease row itself stays (it keeps the generation).
+    CREATE FUNCTION cs_forget_thread_control() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM thread_events WHERE thread_id = OLD.thread_id;
+        DELETE FROM control_history WHERE thread_id = OLD.thread_id;
+        UPDATE thread_leases SET control = 'agent', control_version = control_version + 1,
+               assignee = NULL, assignee_name = NULL, control_summary = NULL,
+               control_reason = NULL, control_since = NULL
+        WHERE thread_id = OLD.thread_id AND control <> 'agent';
+        RETURN OLD;
+    END $$;
+    CREATE TRIGGER threads_forget_control AFTER DELETE ON threads
+        FOR EACH ROW EXECUTE FUNCTION cs_forget_thread_control();
+
     -- cs_begin_run of 0010, and who answers the thread (`control`, read under the claim).
     DROP FUNCTION cs_begin_run(text, text, text, text, text, int, text, text, float8, float8,
                                bigint);
