@@ -18,7 +18,7 @@ DOMAIN_TABLES = (
     "customers, payment_methods, products, variants, orders, order_items, fulfillments, "
     "payment_transactions, tool_executions, audit_log, handoff_tickets, threads, runs, "
     "run_event_chunks, thread_leases, "
-    "help_articles, transcript_archive, rate_limits, spent_tokens, token_usage, "
+    "help_articles, transcript_archive, rate_limits, token_usage, "
     "thread_events, control_history, "
     "identity_codes, outbox"
 )

@@ -4,8 +4,8 @@ Deleting a thread removes its conversation (the route's delete). The records of 
 it made stay, because the shop's books and the audit trail need them, but only as ids, the
 tool, the outcome's status and amounts, and the time: addresses, names, emails and free text
 are dropped from `tool_executions` and `audit_log` (`redact_arguments`, `redact_outcome`).
-The thread's model tokens of the day are kept as a count (`spent_tokens`), so a deleted
-thread does not give its tokens back to the day's budget.
+The day's model tokens are a counter per user (`token_usage`), which no thread's delete
+touches, so a deleted thread does not give its tokens back to the day's budget.
 
 Erasing a customer (`cs-agent data erase USER_ID`) removes every thread of theirs with its
 checkpoints, transcript archive and runs, their remembered preferences, their token counts,
@@ -120,28 +120,6 @@ async def _redact(
     return len(changed)
 
 
-async def keep_spent_tokens(pool: AsyncConnectionPool[Any], thread_id: str) -> None:
-    """Record the model tokens of the thread's runs of today, before the runs are deleted
-    (and drop counts too old for any day's budget)."""
-    async with pool.connection() as conn:
-        await conn.execute(
-            """WITH old AS (
-                   DELETE FROM spent_tokens
-                   WHERE created_at < date_trunc('day', now(), 'UTC') - interval '1 day'
-               )
-               INSERT INTO spent_tokens (run_id, user_id, created_at, tokens)
-               SELECT r.run_id, t.user_id, r.created_at,
-                      coalesce((r.result->'usage'->>'input_tokens')::bigint, 0)
-                      + coalesce((r.result->'usage'->>'output_tokens')::bigint, 0)
-               FROM runs r JOIN threads t ON t.thread_id = r.thread_id
-               WHERE r.thread_id = %(thread_id)s
-                 AND r.created_at >= date_trunc('day', now(), 'UTC')
-                 AND r.result ? 'usage'
-               ON CONFLICT (run_id) DO NOTHING""",
-            {"thread_id": thread_id},
-        )
-
-
 async def redact_thread_records(pool: AsyncConnectionPool[Any], thread_id: str) -> int:
     params = {"thread_id": thread_id}
     async with pool.connection() as conn, conn.transaction():
@@ -152,9 +130,8 @@ async def redact_thread_records(pool: AsyncConnectionPool[Any], thread_id: str) 
 async def forget_thread(
     pool: AsyncConnectionPool[Any], thread_id: str, delete: Callable[[str], Awaitable[None]]
 ) -> None:
-    """DELETE /threads/{id}: `delete` removes the conversation; around it, the day's token
-    count is kept and the thread's write records lose their personal fields."""
-    await keep_spent_tokens(pool, thread_id)
+    """DELETE /threads/{id}: `delete` removes the conversation; then the thread's write
+    records lose their personal fields."""
     await delete(thread_id)
     await redact_thread_records(pool, thread_id)
 
@@ -226,7 +203,7 @@ async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
             runs=await delete(f"DELETE FROM runs {prefix}"),
             threads=await delete("DELETE FROM threads WHERE user_id = %(user_id)s"),
             memories=await delete("DELETE FROM store WHERE prefix = %(memory)s"),
-            token_counts=await delete("DELETE FROM spent_tokens WHERE user_id = %(user_id)s"),
+            token_counts=await delete("DELETE FROM token_usage WHERE user_id = %(user_id)s"),
             executions_redacted=await _redact(
                 conn, "tool_executions", "idempotency_key", _USER_EXECUTIONS, params
             ),
