@@ -101,7 +101,7 @@ async def build_services(
             pool=pool,
             runs=runs,
             inspector=ThreadInspector(graph, leases, repo, archive),
-            controls=Controls(pool, graph, leases, settings, runs.cancel),
+            controls=Controls(pool, graph, leases, settings, runs.cancel, metrics),
             repo=repo,
             store=store,
             metrics=metrics,

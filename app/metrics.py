@@ -73,6 +73,10 @@ class Instruments:
     open_streams: Gauge
     pool_in_use: Gauge
     pool_waiting: Gauge
+    handoffs: Counter
+    queue_length: Gauge
+    time_to_accept: Histogram
+    time_held: Histogram
 
 
 def _live_gauge(name: str, text: str) -> Gauge:
@@ -148,6 +152,27 @@ def instruments() -> Instruments:
         pool_waiting=_live_gauge(
             "cs_agent_db_pool_requests_waiting", "Requests waiting for a pooled connection now."
         ),
+        handoffs=Counter(
+            "cs_agent_handoffs_total",
+            "Threads handed to people: by the agent's handoff, or taken over by staff; by reason.",
+            ["reason"],
+        ),
+        # read from the database at each scrape: every worker sees the same queue
+        queue_length=Gauge(
+            "cs_agent_handoff_queue_length",
+            "Threads handed off and waiting for a person, now.",
+            multiprocess_mode="max",
+        ),
+        time_to_accept=Histogram(
+            "cs_agent_handoff_time_to_accept_seconds",
+            "From a handoff to the person who accepted it.",
+            buckets=(5, 15, 30, 60, 120, 300, 600, 1800, 3600, 14400),
+        ),
+        time_held=Histogram(
+            "cs_agent_handoff_time_held_seconds",
+            "How long a person held a thread before handing it back.",
+            buckets=(30, 60, 120, 300, 600, 1800, 3600, 14400, 86400),
+        ),
     )
 
 
@@ -214,6 +239,29 @@ class Metrics:
 
     def confirmation(self, decision: str) -> None:
         _child(self.i.confirmations, "approve" if decision == "approve" else "reject").inc()
+
+    def handed_off(self, reason: str) -> None:
+        _child(self.i.handoffs, reason).inc()
+
+    def control_changed(self, action: str, waited_s: float | None) -> None:
+        """A change of control by a person; `waited_s`: how long the state it left lasted."""
+        if action == "take_over":
+            _child(self.i.handoffs, "taken over").inc()
+        if waited_s is None:
+            return
+        if action == "accept":
+            self.i.time_to_accept.observe(waited_s)
+        elif action == "release":
+            self.i.time_held.observe(waited_s)
+
+    async def sample_queue(self, pool: Any) -> None:
+        """The handoff queue's length (one indexed count), sampled at each scrape."""
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) AS n FROM thread_leases WHERE control = 'queued'"
+            )
+            row = await cur.fetchone()
+        self.i.queue_length.set(row["n"] if row else 0)
 
     def sample_pool(self, pool: Any) -> None:
         """The pool's connections in use and requests waiting (psycopg_pool `get_stats`)."""

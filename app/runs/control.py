@@ -27,6 +27,7 @@ from app.config import Settings
 from app.errors import Conflict, ThreadBusy
 from app.fencing import current_lease
 from app.identity import Principal
+from app.metrics import Metrics
 from app.runs.leases import ThreadLeases
 
 log = structlog.get_logger(__name__)
@@ -98,7 +99,9 @@ class Controls:
         leases: ThreadLeases,
         settings: Settings,
         cancel: Callable[[str, str], Awaitable[None]],
+        metrics: Metrics,
     ) -> None:
+        self.metrics = metrics
         self.pool = pool
         self.graph = graph
         self.leases = leases
@@ -126,6 +129,7 @@ class Controls:
         state does not allow. A take-over stops the agent's run in progress (a write under
         way completes first); a release stores the note for the agent."""
         params = (thread_id, action, version, staff.user_id, staff.display_name, to, to, note)
+        before = await self.get(thread_id)  # for the metrics: how long its state lasted
         async with self.pool.connection() as conn:
             cur = await conn.execute(_CHANGE, (*params, None, None))
             row = await cur.fetchone()
@@ -137,6 +141,9 @@ class Controls:
                 )
             view = control_view(row, thread_id)
             await self.event(conn, thread_id, "control", view)
+        since = before["since"]
+        waited = None if since is None else (row["control_since"] - datetime.fromisoformat(since))
+        self.metrics.control_changed(action, None if waited is None else waited.total_seconds())
         if action == "take_over" and row["run_id"] is not None:
             try:
                 await self.cancel(thread_id, row["run_id"])

@@ -77,6 +77,7 @@ class Outcomes:
         recorded (if not, it is recorded later, and the lease is still held) and that
         checkpoint. A run left 'running' once its lease is free reads as
         abandoned, and a retry of its client_message_id would run the turn a second time."""
+        handoff = handoff_of(run.log)
         close = partial(
             self.repo.close_run,
             run.run_id,
@@ -88,10 +89,13 @@ class Outcomes:
             events=records(run.unshipped()),
             lease=run.lease,
             user_id=run.user_id or None,
-            handoff=handoff_of(run.log),
+            handoff=handoff,
         )
         try:
-            return True, await asyncio.shield(self._with_retries(run, close))
+            checkpoint_id = await asyncio.shield(self._with_retries(run, close))
+            if handoff is not None:  # the thread waits for a person now
+                self.metrics.handed_off(handoff["reason"])
+            return True, checkpoint_id
         except Exception as error:
             log.warning(
                 "could not record run outcome; recording it later",

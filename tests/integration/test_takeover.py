@@ -227,3 +227,41 @@ class TestPersonInTheThread:
                     method, path, headers=h, json={"action": "accept", "version": 0}
                 )
                 assert answer.status_code == 404, (method, path)
+
+
+def metric(text: str, name: str) -> float:
+    rows = [r for r in text.splitlines() if r.startswith(name + " ") or r.startswith(name + "{")]
+    return sum(float(r.rsplit(" ", 1)[1]) for r in rows)
+
+
+class TestMetrics:
+    async def test_queue_length_handoffs_time_to_accept_and_time_held(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        before = (await client.get("/metrics")).text
+        thread = await hand_off(client, server, scripted_model_session, "take-6")
+        queued = (await client.get("/metrics")).text
+        alice = staff(server, ALICE, "Alice")
+        version = (await control(client, thread, alice))["version"]
+        for action, v in (("accept", version), ("release", version + 1)):
+            answer = await client.post(
+                f"/staff/threads/{thread}/control",
+                json={"action": action, "version": v},
+                headers=alice,
+            )
+            assert answer.status_code == 200
+        after = (await client.get("/metrics")).text
+
+        assert metric(queued, "cs_agent_handoff_queue_length") >= 1
+        handoffs = "cs_agent_handoffs_total"
+        assert metric(queued, handoffs) == metric(before, handoffs) + 1
+        for histogram in ("time_to_accept", "time_held"):
+            name = f"cs_agent_handoff_{histogram}_seconds_count"
+            assert metric(after, name) == metric(before, name) + 1
+        assert (
+            metric(after, "cs_agent_handoff_queue_length")
+            == metric(queued, "cs_agent_handoff_queue_length") - 1
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from fastapi import APIRouter
@@ -52,5 +53,8 @@ async def readyz(services: ServicesDep) -> JSONResponse:
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(services: ServicesDep) -> Response:
     """The service's metrics in the Prometheus text format (no authentication): with several
-    workers, all of theirs added up (app/metrics.py). The pool is sampled now."""
+    workers, all of theirs added up (app/metrics.py). The pool and the handoff queue are
+    sampled now."""
+    with contextlib.suppress(Exception):  # the database away: the other metrics still answer
+        await services.metrics.sample_queue(services.pool)
     return Response(services.metrics.render(services.pool), media_type=CONTENT_TYPE)
