@@ -42,7 +42,7 @@ class Plan:
     capacity_think_s: float = 20.0  # uniform +- 5 s between an answer and the next message
     capacity_turns: int = 4  # messages per conversation
     capacity_turn_s: float = 1.2  # a turn's expected time, for the arrival rate
-    capacity_warmup_s: float = 25.0
+    capacity_warmup_s: float = 20.0
     capacity_measure_s: float = 40.0
     capacity_single_turns: int = 30  # the one-customer baseline
     capacity_procs: int = 2  # load generator processes at most (one per 100 open at least)

@@ -186,7 +186,9 @@ def _capacity_targets(r: dict[str, Any]) -> list[str]:
         peer = c["systems"].get("peer")
 
         def held(s: dict[str, Any]) -> str:
-            return f"{s['held']:,}" if s["held"] else f"< {min(int(k) for k in s['levels']):,}"
+            if not s["held"]:
+                return f"< {min(int(k) for k in s['levels']):,}"
+            return (">= " if s.get("top_tried_holds") else "") + f"{s['held']:,}"
 
         rows.append(
             "| realistic capacity: open conversations held with p95 within"

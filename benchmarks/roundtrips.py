@@ -17,9 +17,9 @@ each after a warm-up:
 Counted per turn: statement calls by `pg_stat_statements` (utility statements such as
 BEGIN and COMMIT included; an `executemany` counts each row), and round trips: the service
 runs under `python -m benchmarks.roundtrips serve ...`, which wraps psycopg's
-`AsyncConnection.wait` (nothing under app/ is edited) and counts each time a connection
-stops to wait for the server's answer (statements sent together in one pipeline share
-one). What the service runs on its own meanwhile (the cross-replica poller) is measured
+`AsyncConnection.wait` (nothing under app/ is edited) and counts every request whose
+answer a connection waits for (statements sent together in one pipeline share one).
+What the service runs on its own meanwhile (the cross-replica poller) is measured
 while idle and subtracted. Under a minute.
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from benchmarks.client import SSE, OurClient, Pool, read_stream
 from benchmarks.procs import JWT_SECRET, PY, Proc, free_port, run_checked
 
 POLICY = "benchmarks.policy:LookupOrCancel"
+WARMUP = 6  # turns of each kind first: every statement past DB_PREPARE_THRESHOLD (5)
 KINDS = ("read", "read_later", "write")
 LABELS = {
     "read": "read turn, first of a thread (lookup: model, tool, model)",
@@ -62,38 +64,67 @@ def log(message: str) -> None:
 
 
 def install_counter(path: Path) -> None:
-    """Count the service's round trips: every time a psycopg connection, having sent
-    something, stops to wait only for the server's answer. The count goes to `path`
-    every 50 ms (a daemon thread), so another process can read it."""
+    """Count the service's round trips to Postgres: every request whose answer a psycopg
+    connection waits for. Outside a pipeline each `AsyncConnection.wait` is one (an
+    execute, a commit: sent, then its result read); inside one, only the waits that
+    end in a Sync or a flush request (`_sync_gen`, `_exit_gen`, `_fetch_gen(flush=True)`)
+    are, and the executes queued before them ride along. The count goes to `path` every
+    50 ms (a daemon thread), for the benchmark's process to read."""
     import threading
 
     from psycopg import AsyncConnection
-    from psycopg._enums import Wait
+    from psycopg._pipeline_base import BasePipeline
+    from psycopg.pq import TransactionStatus
 
     count = [0]
     original = AsyncConnection.wait
+    no_io = {"_set_autocommit_gen", "_set_read_only_gen", "_set_deferrable_gen"}
+    syncs = {"_sync_gen", "_exit_gen"}
 
-    def counting(gen: Any) -> Any:
-        waiting = False
-        try:
-            state = next(gen)
-        except StopIteration as stop:
-            return stop.value
-        while True:
-            if state == Wait.R:
-                if not waiting:
-                    count[0] += 1
-                waiting = True
-            else:
-                waiting = False
-            ready = yield state
-            try:
-                state = gen.send(ready)
-            except StopIteration as stop:
-                return stop.value
+    def is_round_trip(conn: Any, gen: Any) -> bool:
+        name = getattr(gen, "__name__", "")
+        frame = getattr(gen, "gi_frame", None)
+        owner = frame.f_locals.get("self") if frame is not None else None
+        if conn._pipeline is None:
+            if name in ("_commit_gen", "_rollback_gen"):  # a no-op outside a transaction
+                return bool(conn.pgconn.transaction_status != TransactionStatus.IDLE)
+            if name == "_enter_gen" and isinstance(owner, BasePipeline):
+                return False  # entering pipeline mode sends nothing
+            return name not in no_io
+        if name in syncs:
+            return True
+        return name == "_fetch_gen" and bool(frame and frame.f_locals.get("flush"))
+
+    sites: dict[str, int] = {}
+    root = str(Path(__file__).resolve().parents[1] / "app") + "/"
+
+    plumbing = ("/psycopg/", "/psycopg_pool/", "/contextlib.py", "/asyncio/")
+
+    def site(name: str) -> str:
+        """The innermost frame of app/ that led here (else of the library that did, e.g.
+        LangGraph's store), and what psycopg did."""
+        frame: Any = sys._getframe(2)
+        library = None
+        while frame is not None and not frame.f_code.co_filename.startswith(root):
+            path = frame.f_code.co_filename
+            if library is None and not any(p in path for p in plumbing):
+                library = frame
+            frame = frame.f_back
+        if frame is None or frame.f_code.co_filename.endswith("/cli.py"):
+            frame = library
+        if frame is None:
+            return f"(outside app/) ({name})"
+        where = frame.f_code.co_filename
+        where = "app/" + where.removeprefix(root) if where.startswith(root) else where
+        where = where.rpartition("site-packages/")[2]
+        return f"{where}:{frame.f_lineno} {frame.f_code.co_name} ({name})"
 
     async def wait(self: Any, gen: Any, *args: Any, **kwargs: Any) -> Any:
-        return await original(self, counting(gen), *args, **kwargs)
+        if is_round_trip(self, gen):
+            count[0] += 1
+            key = site(getattr(gen, "__name__", "?"))
+            sites[key] = sites.get(key, 0) + 1
+        return await original(self, gen, *args, **kwargs)
 
     AsyncConnection.wait = wait  # type: ignore[method-assign]
 
@@ -102,7 +133,9 @@ def install_counter(path: Path) -> None:
         while True:
             if count[0] != last:
                 last = count[0]
-                path.write_text(str(last))
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"count": last, "sites": dict(sites)}))
+                tmp.replace(path)
             time.sleep(0.05)
 
     threading.Thread(target=publish, daemon=True).start()
@@ -130,7 +163,9 @@ class Counter:
     def snapshot(self) -> tuple[dict[int, tuple[int, str]], int]:
         rows = self.conn.execute(STATEMENTS_SQL).fetchall()
         statements = {int(q): (int(c), " ".join(str(t).split())) for q, c, _, t in rows}
-        return statements, int(self.count_file.read_text() or 0)
+        published = json.loads(self.count_file.read_text())
+        self.sites = {str(k): int(v) for k, v in published["sites"].items()}
+        return statements, int(published["count"])
 
 
 def shorten(query: str, width: int = 110) -> str:
@@ -211,24 +246,27 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
     counter.reset()
     idle_s = 4.0
     before = counter.snapshot()
+    sites_before = dict(counter.sites)
     await asyncio.sleep(idle_s)
     after = counter.snapshot()
+    background_sites = {k: v - sites_before.get(k, 0) for k, v in counter.sites.items()}
     background = {q: (c, t) for q, (c, t) in after[0].items()}
-    background_segments = after[1] - before[1]
+    background_trips = after[1] - before[1]
 
     results: dict[str, Any] = {
         "turns": turns,
         "background": {
             "seconds": idle_s,
             "statements": sum(c for c, _ in background.values()),
-            "segments": background_segments,
+            "trips": background_trips,
             "top": sorted(((c, t) for c, t in background.values()), reverse=True)[:5],
         },
         "kinds": {},
     }
     for kind in KINDS:
         counter.reset()
-        _, segments0 = counter.snapshot()
+        _, trips0 = counter.snapshot()
+        sites0 = dict(counter.sites)
         started = time.monotonic()
         for i in range(turns):
             user_pool = writes if kind == "write" else reads
@@ -236,7 +274,11 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
             await session.turn(kind, user_pool[i], name)
         await asyncio.sleep(0.5)  # whatever a turn finishes after its `done` event
         elapsed = time.monotonic() - started
-        statements, segments1 = counter.snapshot()
+        statements, trips1 = counter.snapshot()
+        sites = {
+            k: (v - sites0.get(k, 0) - background_sites.get(k, 0) * (elapsed / idle_s)) / turns
+            for k, v in counter.sites.items()
+        }
         scale = elapsed / idle_s
         rows: list[dict[str, Any]] = []
         for q, (calls, text) in statements.items():
@@ -245,13 +287,16 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
             if net > 0:
                 rows.append({"calls_per_turn": net / turns, "query": text})
         rows.sort(key=lambda r: -float(r["calls_per_turn"]))
-        segments = segments1 - segments0 - background_segments * scale
+        trips = trips1 - trips0 - background_trips * scale
         results["kinds"][kind] = {
             "label": LABELS[kind],
             "statements_per_turn": sum(float(r["calls_per_turn"]) for r in rows),
-            "round_trips_per_turn": max(segments, 0.0) / turns,
+            "round_trips_per_turn": max(trips, 0.0) / turns,
             "elapsed_s": elapsed,
             "statements": rows,
+            "round_trip_sites": [
+                [k, v] for k, v in sorted(sites.items(), key=lambda kv: -kv[1]) if v > 0.05
+            ],
         }
         log(
             f"{kind:10s} {results['kinds'][kind]['statements_per_turn']:.1f} statements,"
@@ -268,7 +313,7 @@ def render(r: dict[str, Any], top: int = 12) -> str:
         " defaults on a private Postgres with `pg_stat_statements` (`python -m"
         " benchmarks.roundtrips`). *Statements* counts every statement the server ran"
         " (BEGIN/COMMIT included; an `executemany` counts once per row); *round trips* counts"
-        " the times a connection of the service stopped to wait for the server (psycopg's"
+        " the requests whose answer a connection of the service waited for (psycopg's"
         " `wait`, wrapped), so statements pipelined together count once. The service's"
         " own background work while idle"
         f" ({r['background']['statements'] / r['background']['seconds']:.1f} statements/s)"
@@ -294,6 +339,19 @@ def render(r: dict[str, Any], top: int = 12) -> str:
             query = shorten(row["query"]).replace("|", "\\|")
             lines.append(f"| {row['calls_per_turn']:.1f} | `{query}` |")
         rest = kind["statements"][top:]
+        if rest:
+            more = sum(float(x["calls_per_turn"]) for x in rest)
+            lines.append(f"| {more:.1f} | ({len(rest)} other statements) |")
+        lines += [
+            "",
+            f"Round trips by where in app/ they start, {kind['label']}:",
+            "",
+            "| per turn | call site (psycopg step) |",
+            "|---:|---|",
+        ]
+        for where, per_turn in kind.get("round_trip_sites", []):
+            lines.append(f"| {float(per_turn):.1f} | `{where}` |")
+        rest = []
         if rest:
             more = sum(float(x["calls_per_turn"]) for x in rest)
             lines.append(f"| {more:.1f} | ({len(rest)} other statements) |")
@@ -335,7 +393,7 @@ def run(turns: int, warmup: int, out: Path) -> dict[str, Any]:
             "LOG_LEVEL": "WARNING",
         }
         count_file = out / "roundtrips.count"
-        count_file.write_text("0")
+        count_file.write_text('{"count": 0, "sites": {}}')
         service_env[COUNT_FILE_ENV] = str(count_file)
         argv = [PY, "-m", "benchmarks.roundtrips", "serve", "--no-seed", "--port", str(port)]
         procs.append(
@@ -357,7 +415,12 @@ def run(turns: int, warmup: int, out: Path) -> dict[str, Any]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.roundtrips", description=__doc__)
     parser.add_argument("--turns", type=int, default=10, help="measured turns of each kind")
-    parser.add_argument("--warmup", type=int, default=3, help="warm-up turns of each kind")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=WARMUP,
+        help="warm-up turns of each kind (past psycopg's prepare threshold, 5)",
+    )
     parser.add_argument("--out", type=Path, help="write the results as JSON here too")
     parser.add_argument("--md", type=Path, help="write the markdown table here too")
     parser.add_argument("--logs", type=Path, help="folder for the processes' logs")
@@ -365,8 +428,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
-    import sys
-
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:  # the service itself, counting its round trips
         serve(argv)

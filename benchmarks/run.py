@@ -570,7 +570,7 @@ def section_roundtrips(bench: Bench) -> None:
     logs.mkdir(exist_ok=True)
     turns = bench.plan.roundtrip_turns
     try:
-        bench.results["roundtrips"] = roundtrips.run(turns, 3, logs)
+        bench.results["roundtrips"] = roundtrips.run(turns, roundtrips.WARMUP, logs)
     except (RuntimeError, OSError, TimeoutError) as error:  # e.g. no PostgreSQL binaries
         bench.results["roundtrips"] = {"skipped": f"{type(error).__name__}: {error}"}
     bench.commands["benchmarks.roundtrips"] = f"python -m benchmarks.roundtrips --turns {turns}"
