@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.api.auth import issue_token
 from app.config import Settings
-from tests.fakellm import Reply, Script, ScriptedModelServer
+from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 
@@ -265,3 +265,41 @@ class TestMetrics:
             metric(after, "cs_agent_handoff_queue_length")
             == metric(queued, "cs_agent_handoff_queue_length") - 1
         )
+
+
+class TestTakeOver:
+    async def test_a_take_over_stops_the_agents_run_in_progress(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        """A supervisor joins a conversation the agent is answering: the run is cancelled
+        where it is, the thread is theirs, and the customer's next message reaches no model."""
+        words = " ".join(f"word{i}" for i in range(200))
+        scripted_model_session.use(Script([Reply.say(words)]), latency=Latency(tokens_per_s=20))
+        h = server.headers(NOAH)
+        posting = asyncio.create_task(
+            client.post("/threads/take-7/messages", json={"content": "hi"}, headers=h)
+        )
+        thread = f"{NOAH}:take-7"
+        alice = staff(server, ALICE, "Alice")
+        for _ in range(100):  # until the run is under way
+            if scripted_model_session.requests:
+                break
+            await asyncio.sleep(0.05)
+        version = (await control(client, thread, alice))["version"]
+        taken = await client.post(
+            f"/staff/threads/{thread}/control",
+            json={"action": "take_over", "version": version},
+            headers=alice,
+        )
+        answer = await posting
+        scripted_model_session.use(Script([Reply.say("must not be said")]), latency=Latency())
+        after = await client.post("/threads/take-7/messages", json={"content": "?"}, headers=h)
+
+        assert taken.status_code == 200 and taken.json()["state"] == "human"
+        assert taken.json()["assignee"] == ALICE and taken.json()["reason"] == "taken over"
+        assert answer.json()["status"] == "cancelled"
+        assert after.json()["status"] == "handed_off"
+        assert scripted_model_session.requests == []
