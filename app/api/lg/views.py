@@ -56,8 +56,9 @@ def lc_message(view: dict[str, Any]) -> dict[str, Any]:
         "type": kind,
         "id": view.get("id"),
         "content": view.get("content") or "",
-        "name": view.get("name") if kind == "tool" else None,
-        "additional_kwargs": {},
+        "name": view.get("name") if kind == "tool" or view.get("author") == "staff" else None,
+        # who wrote it (customer, agent, staff), as LangChain keeps it on a message
+        "additional_kwargs": {"author": view["author"]} if view.get("author") else {},
         "response_metadata": {},
     }
     if kind == "ai":
