@@ -6,12 +6,13 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
 from app import tracing
 from app.api import lg
-from app.api.middleware import BodyLimit, PageHeaders, RequestId
+from app.api.middleware import BodyLimit, PageHeaders, RequestId, page_headers
 from app.api.routes import auth, health, help, memory, messages, runs, staff, threads
 from app.config import Settings
 from app.errors import install_error_handlers
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     for router in (r.router for r in routers):
         app.include_router(router)
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg
+    if (STATIC_DIR / "console.html").exists():
+        app.add_api_route("/console", _console_page, include_in_schema=False)
     if (STATIC_DIR / "index.html").exists():
         page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
         app.mount("/", page, name="static")
@@ -65,3 +68,8 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     if tracing.enabled():  # outermost; while tracing is off, not even a middleware call
         app.add_middleware(tracing.RequestSpans)
     return app
+
+
+async def _console_page() -> FileResponse:
+    """The staff console (app/static/console.html), under the chat page's policy."""
+    return FileResponse(STATIC_DIR / "console.html", headers=page_headers(CHAT_PAGE_CSP))

@@ -15,9 +15,9 @@ export class ApiError extends Error {
 // Reconnecting a dropped stream: wait 0.5 s, 1 s, 2 s, 4 s, then every 5 s; give up a minute
 // after the drop. A stream silent for STALL_MS (the server sends a heartbeat every 15 s) is
 // taken for dropped.
-const BACKOFF_MS = [500, 1000, 2000, 4000, 5000];
+export const BACKOFF_MS = [500, 1000, 2000, 4000, 5000];
 const GIVE_UP_MS = 60_000;
-const STALL_MS = 45_000;
+export const STALL_MS = 45_000;
 
 const UNREACHABLE = "Could not reach the server. Check your connection and retry.";
 export const FALLBACK = "Something went wrong; please retry.";
@@ -60,7 +60,7 @@ function retryable(error) {
   return error.status === 0 || error.status === 408 || error.status === 429 || error.status >= 500;
 }
 
-function sleep(ms, signal) {
+export function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -79,7 +79,7 @@ function sleep(ms, signal) {
 }
 
 /** An abort signal that fires when `outer` does, or when poke() has not been called for ms. */
-class StallWatch {
+export class StallWatch {
   constructor(outer, ms) {
     this.controller = new AbortController();
     this.ms = ms;
@@ -254,8 +254,11 @@ export class Api {
     return this.get("/auth/demo/customers");
   }
 
-  demoLogin(role, userId) {
-    return this.post("/auth/demo", userId ? { role, user_id: userId } : { role });
+  demoLogin(role, userId, name) {
+    const body = { role };
+    if (userId) body.user_id = userId;
+    if (name) body.name = name;
+    return this.post("/auth/demo", body);
   }
 
   listThreads(cursor) {
@@ -331,6 +334,28 @@ export class Api {
   async latestRun(threadId) {
     const page = await this.get(`/threads/${encodeURIComponent(threadId)}/runs?limit=1`);
     return page?.items?.[0] || null;
+  }
+
+  // --- staff (the console) ----------------------------------------------------------------
+
+  /** Threads waiting for a person or held by one: which is queued | mine | human | all. */
+  staffQueue(which) {
+    return this.get(`/staff/threads?${new URLSearchParams({ control: which })}`);
+  }
+
+  /** The whole transcript, its control state and the history of who held it. */
+  staffThread(threadId) {
+    return this.get(`/staff/threads/${encodeURIComponent(threadId)}`);
+  }
+
+  /** accept | take_over | transfer (to) | release (note), compare-and-set on version. */
+  staffControl(threadId, action, version, extra = {}) {
+    return this.post(`/staff/threads/${encodeURIComponent(threadId)}/control`, { action, version, ...extra });
+  }
+
+  staffSay(threadId, content, clientMessageId) {
+    const path = `/staff/threads/${encodeURIComponent(threadId)}/messages`;
+    return this.post(path, { content, client_message_id: clientMessageId });
   }
 
   /** A run's path, as Content-Location names it. */

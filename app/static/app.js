@@ -7,6 +7,7 @@ import { CodePrompt } from "./code.js";
 import { DebugDrawer } from "./debug.js";
 import { DeleteControl } from "./delete.js";
 import { newId } from "./dom.js";
+import { isNew, ThreadEvents } from "./events.js";
 import { MemoryPanel } from "./memory.js";
 import { ThreadList, UNTITLED } from "./threads.js";
 
@@ -24,6 +25,7 @@ class ChatApp {
     this.threadId = null;
     // While a reply streams (or a rewind runs): {controller, streaming, cursor, stopping}.
     this.running = null;
+    this.events = null; // the open thread's own stream: the person who takes it over, live
     this.els = {
       app: $("app"),
       signin: $("signin"),
@@ -177,6 +179,7 @@ class ChatApp {
 
   signOut(message = "") {
     this.stopStream();
+    this.watch(null);
     forgetToken();
     sessionStorage.removeItem(THREAD_KEY);
     this.api.token = null;
@@ -193,12 +196,38 @@ class ChatApp {
   // --- threads --------------------------------------------------------------------------
 
   setThread(id) {
+    if (id !== this.threadId || !this.events) this.watch(id);
     this.threadId = id;
     if (id) sessionStorage.setItem(THREAD_KEY, id);
     else sessionStorage.removeItem(THREAD_KEY);
     this.threads.setActive(id);
     this.deleteControl.setThread(id);
     this.els.title.textContent = id ? this.threads.title(id) : UNTITLED;
+  }
+
+  /** Follow the thread's own stream: messages from a person, and who answers. */
+  watch(id) {
+    this.events?.stop();
+    this.events = null;
+    if (!id) return;
+    const path = `/threads/${encodeURIComponent(id)}/events`;
+    this.events = new ThreadEvents(this.api, path, {
+      onEvent: (event) => {
+        if (this.threadId === id) this.threadEvent(event);
+      },
+    }).start();
+  }
+
+  threadEvent({ type, data, openedAt }) {
+    if (type === "message" && data?.author === "staff") {
+      if (this.view.hasMessage(data.id)) return;
+      if (this.view.person !== data.name) this.view.personJoined(data.name);
+      this.view.addStaff(data);
+    } else if (type === "control" && isNew(data, openedAt)) {
+      const name = data.assignee_name || data.assignee;
+      if (data.state === "human" && this.view.person !== name) this.view.personJoined(name);
+      else if (data.state === "agent" && this.view.person) this.view.backWithAssistant();
+    }
   }
 
   showNewThread() {
@@ -446,6 +475,7 @@ class ChatApp {
         else if (type === "tool_result") this.view.toolResult(data);
         else if (type === "interrupt") this.view.interrupt(data);
         else if (type === "citations") this.view.citations(data?.citations);
+        else if (type === "stored") this.view.markSent(bubble, data?.message);
         else if (type === "error") failure = data?.message || FAILED;
         else if (type === "done") {
           done = data;
@@ -462,6 +492,14 @@ class ChatApp {
     if (!done) {
       this.finishRun(run);
       this.view.notice(DROPPED, { retry });
+      return;
+    }
+    if (done.status === "handed_off") {
+      // Stored for the person holding the conversation: no answer to show, and what the
+      // thread's stream has put on screen stays.
+      this.finishRun(run);
+      this.refreshThreads();
+      this.els.input.focus({ preventScroll: true });
       return;
     }
     await this.reload();

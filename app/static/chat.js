@@ -5,6 +5,8 @@ import { renderMarkdown } from "./markdown.js";
 import { resultSummary, toolLabel } from "./tools.js";
 
 const RENDER_EVERY_MS = 40;
+const HANDOFF_TOOL = "transfer_to_human_agents";
+export const BACK_WITH_ASSISTANT = "You are back with the assistant";
 let cardCount = 0;
 
 export class ChatView {
@@ -20,6 +22,7 @@ export class ChatView {
     this.bubble = null; // the assistant message receiving tokens
     this.lastBubble = null; // the one before, which a resumed run may continue
     this.busy = false;
+    this.person = null; // the member of staff answering, as far as the page knows
   }
 
   // --- whole conversations --------------------------------------------------------------
@@ -30,6 +33,7 @@ export class ChatView {
     if (this.bubble) clearTimeout(this.bubble.timer);
     this.bubble = null;
     this.lastBubble = null;
+    this.person = null;
   }
 
   showEmpty() {
@@ -61,7 +65,21 @@ export class ChatView {
     const endTurn = () => {
       if (cited.has(turn)) this.citations(cited.get(turn));
     };
-    for (const m of messages) {
+    let handedOffAt = -1;
+    let releasedAt = -1;
+    for (const [i, m] of messages.entries()) {
+      if (m.author === "staff") {
+        if (m.kind === "note") {
+          // The note is for the assistant; the customer sees only that it is back.
+          if (this.person) this.backWithAssistant();
+          releasedAt = i;
+        } else {
+          if (this.person !== m.name) this.personJoined(m.name);
+          this.addStaff(m);
+        }
+        continue;
+      }
+      if (m.role === "tool" && m.name === HANDOFF_TOOL) handedOffAt = i;
       if (m.role === "user") {
         endTurn();
         turn += 1;
@@ -80,7 +98,7 @@ export class ChatView {
     }
     endTurn();
     if (state.pending?.length) this.interrupt({ pending: state.pending }, { focus: false });
-    if (state.handed_off) {
+    if (state.handed_off && handedOffAt > releasedAt) {
       this.notice("This conversation has been handed over to a human agent, who will follow up.", {
         kind: "info",
       });
@@ -123,6 +141,57 @@ export class ChatView {
     this.log.append(article);
     this.scrollToEnd(true);
     return article;
+  }
+
+  /** A message from the member of staff who holds the conversation (once per id). */
+  addStaff({ id, name, content }) {
+    if (this.hasMessage(id)) return null;
+    this.removeEmpty();
+    this.endBubble();
+    const article = h(
+      "article",
+      { class: "msg msg-staff", dataset: { testid: "message-staff" }, "aria-label": name || "Support" },
+      h("span", { class: "msg-author", dataset: { testid: "message-author" } }, name || "Support"),
+      h("div", { class: "bubble", dataset: { testid: "message-text" } }, content),
+    );
+    if (id) article.dataset.messageId = id;
+    this.log.append(article);
+    this.scrollToEnd(true);
+    return article;
+  }
+
+  hasMessage(id) {
+    return Boolean(id) && Boolean(this.log.querySelector(`[data-message-id="${CSS.escape(id)}"]`));
+  }
+
+  /** A line about who answers the conversation (it stays, unlike a notice). */
+  controlLine(text, state) {
+    this.removeEmpty();
+    this.endBubble();
+    const line = h("p", { class: "control-line", role: "status", dataset: { testid: "control-line", state } }, text);
+    this.log.append(line);
+    this.scrollToEnd(true);
+    return line;
+  }
+
+  personJoined(name) {
+    this.person = name || "A member of our team";
+    return this.controlLine(`${this.person} joined the conversation`, "human");
+  }
+
+  backWithAssistant() {
+    this.person = null;
+    return this.controlLine(BACK_WITH_ASSISTANT, "agent");
+  }
+
+  /** The customer's message reached the person holding the conversation (no reply to wait for). */
+  markSent(article, message) {
+    if (!article) return;
+    if (message?.id) article.dataset.messageId = message.id;
+    article.dataset.status = "sent";
+    if (!article.querySelector(".msg-status")) {
+      article.append(h("span", { class: "msg-status", dataset: { testid: "message-status" } }, "Sent"));
+    }
   }
 
   addAssistant(text) {
