@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from functools import cached_property
 from typing import Annotated, Literal
@@ -14,6 +16,21 @@ PLACEHOLDER_SECRETS = {"", "change-me", "changeme", "secret", DEV_SECRET}
 MIN_PROD_SECRET_LENGTH = 32
 # What a setting that may be None (the rule turned off) reads as None from the environment.
 NONE_WORDS = frozenset({"", "none", "null", "off"})
+
+
+MIN_WEBHOOK_KEY_BYTES = 24  # Standard Webhooks: a key of 24 to 64 bytes
+WEBHOOK_SECRET_PREFIX = "whsec_"
+
+
+def webhook_signing_key(secret: str) -> bytes:
+    """The HMAC key of a webhook secret: `whsec_<base64>` as Standard Webhooks writes it
+    (the decoded bytes), or any other text as it is (its UTF-8 bytes)."""
+    if secret.startswith(WEBHOOK_SECRET_PREFIX):
+        try:
+            return base64.b64decode(secret.removeprefix(WEBHOOK_SECRET_PREFIX), validate=True)
+        except binascii.Error:
+            raise ValueError("a whsec_ webhook secret must be base64 after the prefix") from None
+    return secret.encode()
 
 
 class Settings(BaseSettings):
@@ -75,6 +92,18 @@ class Settings(BaseSettings):
     identity_code_max_attempts: int = Field(default=5, ge=1)
     # Codes per hour for one guest, and sent per hour to one customer.
     identity_codes_per_hour: int = Field(default=5, ge=1)
+
+    # Handoff webhooks (app/notify/webhooks.py; README: "Handoff webhooks"): a helpdesk at
+    # this URL is told of each handoff, accept, release and held customer message, signed as
+    # Standard Webhooks does with the secret (`whsec_` + base64: its decoded bytes are the
+    # key; any other value: its UTF-8 bytes). Unset URL: off. Delivered at least once from
+    # the `webhook_outbox` table; a failed try is retried after base * 2^n seconds, at most
+    # the cap.
+    handoff_webhook_url: str | None = None
+    handoff_webhook_secret: SecretStr | None = None
+    handoff_webhook_timeout_s: float = Field(default=10.0, gt=0, le=60)
+    handoff_webhook_backoff_base_s: float = Field(default=1.0, gt=0, le=60)
+    handoff_webhook_backoff_cap_s: float = Field(default=30.0, gt=0, le=3600)
 
     write_confirmation: Literal["required", "off"] = "required"
     # native: the model's own tool calling; react: a text Thought/Action protocol for models
@@ -195,6 +224,29 @@ class Settings(BaseSettings):
         if isinstance(value, str) and value.strip().lower() in NONE_WORDS:
             return None
         return value
+
+    @field_validator("handoff_webhook_url", mode="before")
+    @classmethod
+    def _webhook_url(cls, value: object) -> object:
+        if isinstance(value, str):
+            if value.strip().lower() in NONE_WORDS:
+                return None
+            if not value.startswith(("http://", "https://")):
+                raise ValueError("HANDOFF_WEBHOOK_URL must be an http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unsigned_webhooks(self) -> Settings:
+        secret = self.handoff_webhook_secret
+        key = webhook_signing_key(secret.get_secret_value()) if secret else b""
+        if self.app_env == "prod" and self.handoff_webhook_url:
+            text = secret.get_secret_value() if secret else ""
+            if text.lower() in PLACEHOLDER_SECRETS or len(key) < MIN_WEBHOOK_KEY_BYTES:
+                raise ValueError(
+                    "HANDOFF_WEBHOOK_URL needs HANDOFF_WEBHOOK_SECRET (at least "
+                    f"{MIN_WEBHOOK_KEY_BYTES} bytes, e.g. whsec_ + base64) when APP_ENV=prod"
+                )
+        return self
 
     @model_validator(mode="after")
     def _refuse_weak_secret_in_prod(self) -> Settings:

@@ -22,6 +22,7 @@ from app.demo.model import DEMO_MODEL_NAME, demo_chat_model
 from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
+from app.notify.webhooks import WebhookWorker
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls
 from app.runs.inspect import ThreadInspector
@@ -96,6 +97,9 @@ async def build_services(
         sweeper = RetentionSweeper(pool, settings)  # one replica at a time (advisory lock)
         await sweeper.open()
         stack.push_async_callback(sweeper.close)
+        webhooks = WebhookWorker(pool, settings)  # every replica; rows claimed SKIP LOCKED
+        await webhooks.open()
+        stack.push_async_callback(webhooks.close)
         yield Services(
             settings=settings,
             pool=pool,

@@ -1,0 +1,233 @@
+"""Handoff webhooks: the events of `webhook_outbox` (enqueued by a trigger on the thread's
+stream, app/migrations/versions/0013) POSTed to HANDOFF_WEBHOOK_URL, at least once.
+
+Every replica runs a `WebhookWorker`. It claims due rows with FOR UPDATE SKIP LOCKED in one
+short statement that also pushes the row's next attempt past the delivery's timeout (a
+lease: a replica that dies mid-delivery leaves the row due again), sends with no
+transaction open, and records the outcome. Nothing depends on a pooled connection's session,
+so it works through PgBouncer in transaction mode. A thread's events go out in order: a row
+is due only when no earlier row of its thread is still pending.
+
+Signed as Standard Webhooks (standardwebhooks.com) does: `webhook-id` (the event's id, the
+same on every retry), `webhook-timestamp` (seconds, this attempt) and `webhook-signature:
+v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import structlog
+from psycopg_pool import AsyncConnectionPool
+
+from app.config import DEV_SECRET, Settings, webhook_signing_key
+
+log = structlog.get_logger(__name__)
+
+POLL_S = 1.0  # an event's first try starts within about this long
+BATCH = 20  # rows claimed (and sent concurrently) per statement
+LEASE_MARGIN_S = 10.0  # a claimed row is due again this long after its timeout
+GIVE_UP_AFTER_S = 24 * 3600.0  # an event failing for a day is given up
+KEEP_S = 7 * 24 * 3600.0  # delivered and given-up rows are deleted after this
+HOUSEKEEPING_EVERY_S = 300.0
+USER_AGENT = "cs-agent-webhooks"
+
+_PENDING = "delivered_at IS NULL AND failed_at IS NULL"
+_CLAIM = """WITH due AS (
+        SELECT w.id FROM webhook_outbox w
+        WHERE w.delivered_at IS NULL AND w.failed_at IS NULL AND w.next_attempt_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM webhook_outbox e
+                          WHERE e.thread_id = w.thread_id AND e.id < w.id
+                            AND e.delivered_at IS NULL AND e.failed_at IS NULL)
+        ORDER BY w.id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+    UPDATE webhook_outbox w SET attempts = w.attempts + 1,
+        next_attempt_at = now() + %(lease_s)s * interval '1 second'
+    FROM due WHERE w.id = due.id
+    RETURNING w.id, w.event_id, w.thread_id, w.type, w.attempts, w.payload::text AS body"""
+_DELIVERED = """UPDATE webhook_outbox SET delivered_at = now(), last_status = %s,
+    last_error = NULL WHERE id = %s"""
+_FAILED = """UPDATE webhook_outbox SET last_status = %(status)s, last_error = %(error)s,
+        next_attempt_at = now() + %(delay_s)s * interval '1 second',
+        failed_at = CASE WHEN created_at < now() - %(give_up_s)s * interval '1 second'
+                         THEN now() END
+    WHERE id = %(id)s RETURNING failed_at IS NOT NULL AS given_up"""
+# Given up on, or kept long enough: bounded batches, never waiting for a row another
+# replica holds. With the webhooks off, the rows the trigger still writes go the same way.
+_GIVE_UP = f"""UPDATE webhook_outbox SET failed_at = now(), last_error = 'given up'
+    WHERE id IN (SELECT id FROM webhook_outbox WHERE {_PENDING}
+                   AND created_at < now() - %(give_up_s)s * interval '1 second'
+                 ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)"""
+_PRUNE = """DELETE FROM webhook_outbox
+    WHERE id IN (SELECT id FROM webhook_outbox
+                 WHERE created_at < now() - %(keep_s)s * interval '1 second'
+                 ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)"""
+
+
+def signature(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` header value (Standard Webhooks, version 1)."""
+    signed = f"{event_id}.{timestamp}.".encode() + body
+    digest = hmac.new(key, signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def backoff_s(attempts: int, base_s: float, cap_s: float) -> float:
+    """Seconds before the next try after `attempts` failed ones: base, 2 base, 4 base, ..."""
+    return float(min(cap_s, base_s * 2 ** min(max(attempts - 1, 0), 30)))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: int
+    event_id: str
+    thread_id: str
+    type: str
+    attempts: int
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int | None  # the HTTP status, None when no answer came
+    error: str | None  # None: delivered
+
+    @property
+    def delivered(self) -> bool:
+        return self.error is None
+
+
+class WebhookWorker:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        settings: Settings,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.pool = pool
+        self.url = settings.handoff_webhook_url
+        secret = settings.handoff_webhook_secret
+        self.key = webhook_signing_key(secret.get_secret_value() if secret else DEV_SECRET)
+        self.timeout_s = settings.handoff_webhook_timeout_s
+        self.base_s = settings.handoff_webhook_backoff_base_s
+        self.cap_s = settings.handoff_webhook_backoff_cap_s
+        self._client = client
+        self._task: asyncio.Task[None] | None = None
+        if self.url and secret is None:
+            log.warning("HANDOFF_WEBHOOK_SECRET unset: webhooks signed with the dev secret")
+
+    @property
+    def enabled(self) -> bool:
+        return self.url is not None
+
+    async def open(self) -> None:
+        if self.enabled and self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
+        self._task = asyncio.create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def deliver_due(self) -> int:
+        """One round: claim the due events, send them, record each outcome. Returns how
+        many were claimed."""
+        lease_s = self.timeout_s + LEASE_MARGIN_S
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(_CLAIM, {"batch": BATCH, "lease_s": lease_s})
+            rows = await cur.fetchall()
+        claimed = [
+            Claimed(
+                id=int(r["id"]),
+                event_id=r["event_id"],
+                thread_id=r["thread_id"],
+                type=r["type"],
+                attempts=int(r["attempts"]),
+                body=r["body"].encode(),
+            )
+            for r in rows
+        ]
+        outcomes = await asyncio.gather(*(self.send(c) for c in claimed))
+        for event, outcome in zip(claimed, outcomes, strict=True):
+            await self._record(event, outcome)
+        return len(claimed)
+
+    async def send(self, event: Claimed) -> Outcome:
+        assert self._client is not None and self.url is not None
+        timestamp = int(time.time())
+        headers = {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "webhook-id": event.event_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": signature(self.key, event.event_id, timestamp, event.body),
+        }
+        try:
+            response = await self._client.post(self.url, content=event.body, headers=headers)
+        except Exception as error:  # refused, timed out, a bad URL: retried all the same
+            return Outcome(None, type(error).__name__)
+        if 200 <= response.status_code < 300:
+            return Outcome(response.status_code, None)
+        return Outcome(response.status_code, f"HTTP {response.status_code}")
+
+    async def _record(self, event: Claimed, outcome: Outcome) -> None:
+        async with self.pool.connection() as conn:
+            if outcome.delivered:
+                await conn.execute(_DELIVERED, (outcome.status, event.id))
+                return
+            delay_s = backoff_s(event.attempts, self.base_s, self.cap_s)
+            cur = await conn.execute(
+                _FAILED,
+                {
+                    "id": event.id,
+                    "status": outcome.status,
+                    "error": outcome.error,
+                    "delay_s": delay_s,
+                    "give_up_s": GIVE_UP_AFTER_S,
+                },
+            )
+            row = await cur.fetchone()
+        given_up = bool(row and row["given_up"])
+        log.warning(
+            "handoff webhook given up" if given_up else "handoff webhook failed; retrying",
+            event_id=event.event_id,
+            event_type=event.type,
+            thread_id=event.thread_id,
+            attempts=event.attempts,
+            status=outcome.status,
+            error=outcome.error,
+            retry_in_s=None if given_up else delay_s,
+        )
+
+    async def housekeep(self) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(_GIVE_UP, {"give_up_s": GIVE_UP_AFTER_S})
+            await conn.execute(_PRUNE, {"keep_s": KEEP_S})
+
+    async def _run(self) -> None:
+        next_housekeeping = time.monotonic() + random.uniform(0, HOUSEKEEPING_EVERY_S)
+        while True:
+            claimed = 0
+            try:
+                if self.enabled:
+                    claimed = await self.deliver_due()
+                if time.monotonic() >= next_housekeeping:
+                    next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_S
+                    await self.housekeep()
+            except Exception as error:  # the database is away: next round
+                log.warning("handoff webhook round failed", error_type=type(error).__name__)
+            if not claimed:  # a full round may have more behind it
+                await asyncio.sleep(POLL_S if self.enabled else HOUSEKEEPING_EVERY_S)
