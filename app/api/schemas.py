@@ -138,6 +138,8 @@ class ThreadState(BaseModel):
     summary: str | None = None
     view: Literal["transcript", "working"] = "transcript"
     created_at: str | None
+    # who answers the thread: the agent, or a person (Human takeover in the README)
+    control: dict[str, Any] | None = None
 
 
 class HistoryItem(BaseModel):

@@ -213,7 +213,9 @@ class Controls:
     async def history(self, thread_id: str) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                """SELECT version, action, actor, control, assignee, note, at
+                """SELECT version, action, actor,
+                          coalesce(lag(control) OVER (ORDER BY id), 'agent') AS "from",
+                          control AS "to", assignee, note, at
                    FROM control_history WHERE thread_id = %s ORDER BY id""",
                 (thread_id,),
             )

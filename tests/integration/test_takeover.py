@@ -303,3 +303,43 @@ class TestTakeOver:
         assert answer.json()["status"] == "cancelled"
         assert after.json()["status"] == "handed_off"
         assert scripted_model_session.requests == []
+
+
+class TestControlObject:
+    async def test_customer_and_staff_read_the_control_object_and_its_history(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        thread = await hand_off(client, server, scripted_model_session, "take-8")
+        h, alice = server.headers(NOAH), staff(server, ALICE, "Alice")
+        mine = (await client.get("/threads/take-8/control", headers=h)).json()
+        theirs = (await client.get(f"/staff/threads/{thread}/control", headers=alice)).json()
+        state = (await client.get("/threads/take-8/state", headers=h)).json()
+        other = await client.get(
+            "/threads/take-8/control", headers=server.headers("mia_garcia_4516")
+        )
+        await client.post(
+            f"/staff/threads/{thread}/control",
+            json={"action": "accept", "version": mine["version"]},
+            headers=alice,
+        )
+        moved = await client.post(
+            f"/staff/threads/{thread}/control",
+            json={"action": "transfer", "version": mine["version"] + 1, "to": BOB},
+            headers=alice,
+        )
+        history = (await client.get(f"/staff/threads/{thread}", headers=alice)).json()
+
+        assert mine == theirs == state["control"]
+        assert mine["state"] == "queued" and mine["summary"] == "wants a person about a refund"
+        assert other.status_code == 404
+        assert moved.json()["assignee"] == BOB and moved.json()["state"] == "human"
+        steps = [(e["action"], e["from"], e["to"]) for e in history["control_history"]]
+        assert steps == [
+            ("handoff", "agent", "queued"),
+            ("accept", "queued", "human"),
+            ("transfer", "human", "human"),
+        ]
+        assert [e["actor"] for e in history["control_history"]] == ["agent", ALICE, ALICE]

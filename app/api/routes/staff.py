@@ -132,6 +132,19 @@ async def staff_thread(thread_id: FullThreadId, staff: Staff, services: Services
     }
 
 
+@router.get("/staff/threads/{thread_id}/control", summary="Who answers the thread")
+async def staff_control(thread_id: FullThreadId, staff: Staff, services: ServicesDep) -> Any:
+    thread = _thread(thread_id)
+    await services.inspector.require_thread(thread)
+    return await services.controls.get(thread)
+
+
+@router.get("/threads/{session_id}/control", summary="Who answers the caller's thread")
+async def customer_control(thread: ThreadId, user: CurrentUser, services: ServicesDep) -> Any:
+    await services.inspector.require_thread(thread.id)
+    return await services.controls.get(thread.id)
+
+
 @router.post(
     "/staff/threads/{thread_id}/control",
     dependencies=[Depends(require_json)],

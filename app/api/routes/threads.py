@@ -96,7 +96,7 @@ async def get_state(
 ) -> dict[str, Any]:
     """`view=transcript` (default): every message the person saw, including those folded
     into the summary; `view=working`: only the messages the agent still works with."""
-    return await services.inspector.state(
+    state = await services.inspector.state(
         thread.id,
         thread.session_id,
         user.role,
@@ -104,6 +104,7 @@ async def get_state(
         checkpoint_id,
         working=view == "working",
     )
+    return {**state, "control": await services.controls.get(thread.id)}
 
 
 @router.get("/threads/{session_id}/history", response_model=HistoryPage)
