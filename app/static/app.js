@@ -26,6 +26,7 @@ class ChatApp {
     // While a reply streams (or a rewind runs): {controller, streaming, cursor, stopping}.
     this.running = null;
     this.events = null; // the open thread's own stream: the person who takes it over, live
+    this.staffSaid = new Map();
     this.els = {
       app: $("app"),
       signin: $("signin"),
@@ -209,6 +210,7 @@ class ChatApp {
   watch(id) {
     this.events?.stop();
     this.events = null;
+    this.staffSaid = new Map(); // what the stream brought, to keep over a reload racing it
     if (!id) return;
     const path = `/threads/${encodeURIComponent(id)}/events`;
     this.events = new ThreadEvents(this.api, path, {
@@ -220,14 +222,19 @@ class ChatApp {
 
   threadEvent({ type, data, openedAt }) {
     if (type === "message" && data?.author === "staff") {
-      if (this.view.hasMessage(data.id)) return;
-      if (this.view.person !== data.name) this.view.personJoined(data.name);
-      this.view.addStaff(data);
+      this.staffSaid.set(data.id, data);
+      this.showStaff(data);
     } else if (type === "control" && isNew(data, openedAt)) {
       const name = data.assignee_name || data.assignee;
       if (data.state === "human" && this.view.person !== name) this.view.personJoined(name);
       else if (data.state === "agent" && this.view.person) this.view.backWithAssistant();
     }
+  }
+
+  showStaff(message) {
+    if (this.view.hasMessage(message.id)) return;
+    if (this.view.person !== message.name) this.view.personJoined(message.name);
+    this.view.addStaff(message);
   }
 
   showNewThread() {
@@ -263,6 +270,8 @@ class ChatApp {
       const state = await this.api.state(id);
       if (id !== this.threadId) return null;
       this.view.renderState(state);
+      // A message the stream showed while this state was read is not lost.
+      for (const message of this.staffSaid.values()) this.showStaff(message);
       this.codePrompt.update(state, this.role, id);
       return state;
     } catch (error) {

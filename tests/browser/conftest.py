@@ -161,3 +161,12 @@ async def page(
 def output_dir() -> Path:
     OUTPUT.mkdir(exist_ok=True)
     return OUTPUT
+
+
+@pytest.fixture
+async def staff_context(browser: Browser) -> AsyncIterator[BrowserContext]:
+    """A second browser, for the staff console: nothing shared with the customer's pages."""
+    ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
+    ctx.set_default_timeout(TIMEOUT_MS)
+    yield ctx
+    await ctx.close()

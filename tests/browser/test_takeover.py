@@ -7,57 +7,20 @@ assistant's next answer is written with that note in its context.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Page, expect
+from playwright.async_api import BrowserContext, Page, expect
 from psycopg_pool import AsyncConnectionPool
 
-from tests.browser.conftest import SARA, TIMEOUT_MS, AppServer
+from tests.browser.conftest import SARA, AppServer
+from tests.browser.console_pages import PageErrors, open_console, open_queued, transcript
 from tests.browser.pages import assistant_messages, send, sign_in, wait_until_idle
 from tests.fakellm import Reply, Script, ScriptedModelServer
 
 SUMMARY = "Sara wants a person to look at a refund for order #W0000002"
 NOTE = "Refund of 20 EUR approved for #W0000002; nothing else to do"
 TRANSFERRED = "I have transferred you to a colleague, who will join here."
-
-
-class PageErrors:
-    """Uncaught errors and console errors of the pages a test watches."""
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def watch(self, page: Page, label: str) -> Page:
-        page.on("pageerror", lambda error: self.seen.append(f"{label}: {error}"))
-        page.on("console", lambda message: self.console(label, message))
-        return page
-
-    def console(self, label: str, message: ConsoleMessage) -> None:
-        if message.type == "error":
-            self.seen.append(f"{label} console: {message.text}")
-
-
-@pytest.fixture
-async def staff_context(browser: Browser) -> AsyncIterator[BrowserContext]:
-    """The console runs in a browser of its own (no storage shared with the customer's)."""
-    ctx = await browser.new_context(viewport={"width": 1280, "height": 800})
-    ctx.set_default_timeout(TIMEOUT_MS)
-    yield ctx
-    await ctx.close()
-
-
-async def open_console(context: BrowserContext, server: AppServer, errors: PageErrors) -> Page:
-    console = errors.watch(await context.new_page(), "console")
-    await console.goto(server.url + "/console")
-    await expect(console.get_by_test_id("demo-signin")).to_be_visible()
-    await console.get_by_test_id("demo-name").fill("Alice")
-    await console.get_by_test_id("demo-id").fill("staff-alice")
-    await console.get_by_test_id("demo-signin-button").click()
-    await expect(console.get_by_test_id("identity")).to_have_text("Signed in as Alice")
-    return console
 
 
 async def hand_off(page: Page, model_server: ScriptedModelServer) -> None:
@@ -72,10 +35,6 @@ async def hand_off(page: Page, model_server: ScriptedModelServer) -> None:
     await card.get_by_test_id("approve").click()
     await expect(assistant_messages(page).last).to_have_text(TRANSFERRED)
     await wait_until_idle(page)
-
-
-def transcript(console: Page, testid: str) -> Any:
-    return console.get_by_test_id("transcript").get_by_test_id(testid)
 
 
 class TestTakeover:
@@ -93,10 +52,7 @@ class TestTakeover:
         await hand_off(page, model_server)
 
         console = await open_console(staff_context, app_server, errors)
-        item = console.get_by_test_id("queue-item").filter(has_text=SUMMARY)
-        await expect(item).to_have_count(1)
-        await item.click()
-        await expect(console.get_by_test_id("handoff-summary")).to_contain_text(SUMMARY)
+        await open_queued(console, SUMMARY)
         await expect(console.get_by_test_id("control-state")).to_have_text("Waiting for a person")
         tool = transcript(console, "transcript-tool-call")
         await expect(tool).to_have_attribute("data-tool-name", "transfer_to_human_agents")
