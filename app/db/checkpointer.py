@@ -20,6 +20,11 @@ round trip instead of four. Every step is still stored, so history and rewind se
 The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
 message among them, and the thread continues from the last stored step (the turn before,
 or the last write's call). Nothing the shop did is lost: every effect waits for its call.
+
+Within `prefetched()` (a run), the thread's newest checkpoint is the row the run's opening
+statement read (app/runs/statements.py), so loading it costs no round trip; the run's first
+store ends that. And each operation takes its own pooled connection without upstream's lock
+(one per saver, which made every read and store of the process wait for the one before).
 """
 
 from __future__ import annotations
@@ -49,8 +54,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from psycopg.rows import DictRow
+from psycopg import AsyncCursor
+from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
 
 from app.db.leases import fence, is_lease_lost
 from app.fencing import LeaseLost, current_lease
@@ -154,6 +161,31 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableC
 
 
 class PostgresCheckpointer(AsyncPostgresSaver):
+    @asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
+        """Upstream's cursor without upstream's lock. The lock is one `asyncio.Lock` per
+        saver, held for the whole of every read and store: right for a saver on one shared
+        connection, but on a pool it made every checkpoint read and store of the process
+        wait for the one before it, each a round trip (under load, turns queued on it with
+        the CPU half idle). On a pool each operation has a connection of its own."""
+        if not isinstance(self.conn, AsyncConnectionPool) or self.pipe is not None:
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        async with self.conn.connection() as conn:
+            if pipeline and self.supports_pipeline:
+                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+            elif pipeline:
+                async with (
+                    conn.transaction(),
+                    conn.cursor(binary=True, row_factory=dict_row) as cur,
+                ):
+                    yield cur
+            else:
+                async with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         pre = _prefetched.get()
         if pre is not None and pre.answers(config):
