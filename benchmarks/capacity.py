@@ -308,7 +308,22 @@ class Sampler:
             except psutil.Error:
                 return 0.0
 
+        def run_delay(p: Any) -> float:
+            """Seconds the process's threads have waited on a run queue for a core
+            (/proc/<pid>/task/*/schedstat, second field): CPU wanted but not given."""
+            total = 0
+            for task in Path(f"/proc/{p.pid}/task").glob("*/schedstat"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int(task.read_text().split()[1])
+            return total / 1e9
+
+        def machine_busy() -> float:
+            t = psutil.cpu_times()
+            return float(t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0))
+
         last = {name: cpu(p) for name, p in procs.items()}
+        last_wait = {name: run_delay(p) for name, p in procs.items()}
+        last_busy = machine_busy()
         last_pg = _postgres_cpu_s()
         last_t = time.monotonic()
         model_base = self.model.removesuffix("/v1")
@@ -337,6 +352,12 @@ class Sampler:
                     used = cpu(p)
                     sample[f"cores_{name}"] = (used - last[name]) / dt
                     last[name] = used
+                    waited = run_delay(p)
+                    sample[f"runq_{name}"] = (waited - last_wait[name]) / dt
+                    last_wait[name] = waited
+                busy = machine_busy()
+                sample["cores_machine"] = (busy - last_busy) / dt
+                last_busy = busy
                 pg = _postgres_cpu_s()
                 sample["cores_postgres"] = max(pg - last_pg, 0.0) / dt  # exited backends
                 last_pg, last_t = pg, now

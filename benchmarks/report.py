@@ -607,12 +607,16 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
         " the time to answer `/v1/models`, our pool (`/metrics`: connections in use of"
         " DB_POOL_MAX, requests waiting for one), Postgres backends of the database that are"
         " active or waiting on a lock, and cores used by each process (the generator's from"
-        " its own CPU time; its loop lag is the lateness of a 50 ms timer, p99 / max).",
+        " its own CPU time; its loop lag is the lateness of a 50 ms timer, p99 / max)."
+        " *Service run-queue wait* is the time its threads were ready to run but waited for"
+        " a core (/proc schedstat, in cores): high when the machine is short of CPU, near"
+        " zero when the service is waiting on something else. *Machine* is every process's"
+        " CPU (2 cores in all), other engineers' work included.",
         "",
         "| system | open | service lag ms | model lag ms | pool in use | pool waiting"
-        " | pg active | pg lock waits | service cores | model cores | Postgres cores"
-        " | generator cores (procs) | generator lag ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        " | pg active | pg lock waits | service cores | service run-queue wait | model cores"
+        " | Postgres cores | machine cores | generator cores (procs) | generator lag ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in c["systems"].items():
         for n, e in s["levels"].items():
@@ -626,8 +630,9 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {name} | {int(n):,} | {both('health_ms', 1)} | {both('model_ms', 1)}"
                 f" | {pool} | {waiting} | {both('pg_active', 1)} | {both('pg_lock_waits')}"
-                f" | {both(f'cores_{name}', 2)} | {both('cores_model', 2)}"
-                f" | {both('cores_postgres', 2)} | {e['generator_cores']:.2f}"
+                f" | {both(f'cores_{name}', 2)} | {both(f'runq_{name}', 2)}"
+                f" | {both('cores_model', 2)} | {both('cores_postgres', 2)}"
+                f" | {both('cores_machine', 2)} | {e['generator_cores']:.2f}"
                 f" ({e['generator_procs']}) | {fmt(lag['p99'], 1)} / {fmt(lag['max'], 1)} |"
             )
     lines.append("")
