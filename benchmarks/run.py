@@ -1,7 +1,7 @@
 """`make bench`: run every benchmark and write benchmarks/RESULTS.md.
 
-    .venv/bin/python -m benchmarks.run            # full run (about 22 minutes on 2 cores)
-    .venv/bin/python -m benchmarks.run --quick    # smoke run, 2-3 minutes (out/RESULTS-quick.md)
+    .venv/bin/python -m benchmarks.run            # full run (about 25 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.run --quick    # smoke run, ~6 minutes (out/RESULTS-quick.md)
 
 Postgres is DATABASE_URL's server, else postgres@127.0.0.1:5432 (trust). A fresh database
 csagent_bench_<pid> is created, seeded once and dropped at the end. Raw results and logs go
@@ -594,7 +594,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--quick", action="store_true", help="smoke run, 1-2 minutes")
+    parser.add_argument("--quick", action="store_true", help="smoke run, about 6 minutes")
     parser.add_argument(
         "--results",
         default=None,
