@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -33,15 +34,21 @@ def webhook_signing_key(secret: str) -> bytes:
     return secret.encode()
 
 
+def one_per_core() -> int:
+    """The cores this process may run on (a container's cpuset included)."""
+    return max(1, min(64, len(os.sched_getaffinity(0))))
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
 
     app_env: Literal["dev", "prod"] = "dev"
     host: str = "127.0.0.1"
     port: int = 8000
-    # Worker processes for `serve`. Runs, thread leases and state all live in Postgres, so any
-    # number of workers (or replicas) can serve the same threads.
-    web_workers: int = Field(default=1, ge=1, le=64)
+    # Worker processes for `serve`, one per core unless set. Runs, thread leases and state all
+    # live in Postgres, so any number of workers (or replicas) can serve the same threads; one
+    # process is bound by one core (benchmarks/RESULTS.md), so fewer leave cores idle.
+    web_workers: int = Field(default_factory=lambda: one_per_core(), ge=1, le=64)
     log_level: str = "INFO"
 
     # Unset: an embedded PostgreSQL is started under `data_dir`.

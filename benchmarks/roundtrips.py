@@ -391,6 +391,7 @@ def run(turns: int, warmup: int, out: Path) -> dict[str, Any]:
             "OPENAI_API_KEY": "x",
             "JWT_SECRET": JWT_SECRET,
             "LOG_LEVEL": "WARNING",
+            "WEB_WORKERS": "1",  # the counting wrapper lives in this one process
         }
         count_file = out / "roundtrips.count"
         count_file.write_text('{"count": 0, "sites": {}}')

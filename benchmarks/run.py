@@ -139,8 +139,7 @@ class Bench:
         port = free_port()
         module = "app" if variant is None else "benchmarks.variant"
         argv = [PY, "-m", module, "serve", "--no-seed", "--port", str(port)]
-        if workers > 1:
-            argv += ["--workers", str(workers)]
+        argv += ["--workers", str(workers)]  # the default is one per core
         url = f"http://127.0.0.1:{port}"
         env = self.service_env(model_url)
         if variant is not None:

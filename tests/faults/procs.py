@@ -581,6 +581,7 @@ class ServiceProcess:
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "INFO",
             "DATA_DIR": str(self.root / "data"),
+            "WEB_WORKERS": "1",  # one process: its pid is the one a test kills or stops
             **env,
         }
         self._proc: subprocess.Popen[bytes] | None = None
