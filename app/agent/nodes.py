@@ -3,6 +3,7 @@ model step) and the node that answers refused calls."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ BUDGET_SPENT = (
     "shall I transfer you to a human colleague?"
 )
 TOKEN_KEY = "token"  # a custom stream item {"token": text, "message_id": id}: answer text
+MESSAGE_ID_KEY = "message_id"
 
 
 def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
@@ -83,19 +85,28 @@ async def streamed(
         return cut_answer("")
     write = get_stream_writer()
     chunks: list[Any] = []
+    message_id = ""
     async with model_call_deadline(deadline_s):
         async for chunk in runnable.astream(window, get_config()):
             if not chunks:
                 first_chunk()  # the call's time to first token, when traced
+                # The answer's id from its first piece on: every token carries it and the
+                # stored message keeps it (merging chunks may prefer a later provider id),
+                # so a client can merge what it streamed into the final state by id.
+                message_id = chunk.id or f"lc_run--{uuid.uuid4()}"
             chunks.append(chunk)
             if text := text_of(chunk):
-                write({TOKEN_KEY: text, "message_id": chunk.id})
+                write({TOKEN_KEY: text, MESSAGE_ID_KEY: message_id})
             if stop_requested():  # cancelled mid-stream: closing the stream stops the model
-                return cut_answer("".join(text_of(c) for c in chunks))
+                cut = cut_answer("".join(text_of(c) for c in chunks))
+                cut.id = message_id
+                return cut
     if not chunks:
         raise ModelReplyBroken("nothing came back")
     merged = chunks[0] + chunks[1:] if len(chunks) > 1 else chunks[0]
-    return require_finished(message_chunk_to_message(merged))
+    answer = require_finished(message_chunk_to_message(merged))
+    answer.id = message_id
+    return answer
 
 
 @dataclass

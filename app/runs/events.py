@@ -15,7 +15,7 @@ from langchain_core.messages import (
 )
 
 from app.agent.model_view import text_of
-from app.agent.nodes import TOKEN_KEY
+from app.agent.nodes import MESSAGE_ID_KEY, TOKEN_KEY
 from app.runs.stream import Interrupted, StreamEvent, Token, ToolCalled, ToolResult
 from app.runs.views import shorten
 from app.tools.results import artifact_of
@@ -55,9 +55,13 @@ class TurnRecorder:
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[StreamEvent]:
         if mode == "custom":  # the agent's answer text, as the model streams it
-            text = chunk.get(TOKEN_KEY) if isinstance(chunk, dict) else None
+            if not isinstance(chunk, dict):
+                return
+            text, message_id = chunk.get(TOKEN_KEY), chunk.get(MESSAGE_ID_KEY)
             if isinstance(text, str) and text:
-                yield Token(text=text)
+                yield Token(
+                    text=text, message_id=message_id if isinstance(message_id, str) else None
+                )
             return
         if mode != "updates" or not isinstance(chunk, dict):
             return
@@ -83,7 +87,12 @@ class TurnRecorder:
                 if node == "agent" and isinstance(message, AIMessage):
                     self._count_usage(message)
                     for call in message.tool_calls:
-                        yield ToolCalled(id=call["id"], name=call["name"], args=call["args"])
+                        yield ToolCalled(
+                            id=call["id"],
+                            name=call["name"],
+                            args=call["args"],
+                            message_id=message.id,
+                        )
                 elif node in TOOL_NODES and isinstance(message, ToolMessage):
                     self._count_cache(message)
                     if message.status == "error":
@@ -95,6 +104,7 @@ class TurnRecorder:
                         name=message.name,
                         status="error" if message.status == "error" else "ok",
                         content=shorten(text_of(message), 500),
+                        message_id=message.id,
                     )
 
     def _add_citations(self, cited: list[Any]) -> None:

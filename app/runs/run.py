@@ -5,10 +5,11 @@ response is one reader of it, so a client that goes away never cancels a run hal
 run finishes, its writes are recorded, the lease is released, and `GET /state` shows the
 outcome.
 
-Tokens are merged as they come: a token arriving while the log's last event is a token no
-reader has taken yet joins it. That is the frame the SSE would have sent anyway (it sends
-what queued up since its last write), so the log holds as many records as frames went out,
-ids stay dense, and a reader resuming after any id it saw has seen every piece before it.
+Tokens are merged as they come: a token arriving while the log's last event is a token of
+the same message that no reader has taken yet joins it. That is the frame the SSE would
+have sent anyway (it sends what queued up since its last write), so the log holds as many
+records as frames went out, ids stay dense, and a reader resuming after any id it saw has
+seen every piece before it.
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ class Run:
             isinstance(event, Token)
             and len(log) > self.delivered
             and isinstance(last := log[-1][1], Token)
+            and last.message_id == event.message_id
         ):
-            log[-1] = (log[-1][0], Token.model_construct(text=last.text + event.text))
+            log[-1] = (
+                log[-1][0],
+                Token.model_construct(text=last.text + event.text, message_id=event.message_id),
+            )
         else:
             log.append((len(log) + 1, event))
         # Wake every reader waiting now; later ones wait on a fresh event.

@@ -24,10 +24,12 @@ class RunStarted(BaseModel):
 
 
 class Token(BaseModel):
-    """The next piece of the answer (one model token, or adjacent ones merged)."""
+    """The next piece of the answer (one model token, or adjacent ones merged).
+    `message_id` is the id the answer is stored under, fixed at its first token."""
 
     event: Literal["token"] = "token"
     text: str
+    message_id: str | None = None  # None only in logs written before it existed
 
 
 class ToolCalled(BaseModel):
@@ -35,6 +37,7 @@ class ToolCalled(BaseModel):
     id: str | None
     name: str
     args: dict[str, Any]
+    message_id: str | None = None  # the answer that makes the call
 
 
 class ToolResult(BaseModel):
@@ -43,6 +46,7 @@ class ToolResult(BaseModel):
     name: str | None
     status: Literal["ok", "error"]
     content: str
+    message_id: str | None = None  # the tool message's stored id
 
 
 class Interrupted(BaseModel):
@@ -103,22 +107,40 @@ STREAM_SCHEMA: dict[str, Any] = _ADAPTER.json_schema()
 _WIRE_EXCLUDE = {"event"}
 
 
+_WIRE_EXCLUDE_NO_ID = {"event", "message_id"}
+
+
+def _exclude(event: StreamEvent) -> set[str]:
+    """`message_id` is left out when there is none (an event of no message, or of a log
+    written before events carried it)."""
+    has_id = getattr(event, "message_id", None) is not None
+    return _WIRE_EXCLUDE if has_id else _WIRE_EXCLUDE_NO_ID
+
+
 def data_of(event: StreamEvent) -> bytes:
     """The event's fields as JSON, as its `data:` line carries them."""
-    return event.model_dump_json(exclude=_WIRE_EXCLUDE, fallback=str).encode()
+    return event.model_dump_json(exclude=_exclude(event), fallback=str).encode()
 
 
 def frame(seq: int, event: StreamEvent) -> bytes:
     return b"id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n" % (seq, event.event.encode(), data_of(event))
 
 
+def joins(last: StreamEvent, event: StreamEvent) -> bool:
+    """Whether `event` may be merged into `last`: both tokens of one message."""
+    return (
+        isinstance(event, Token) and isinstance(last, Token) and last.message_id == event.message_id
+    )
+
+
 def merged_tokens(batch: Sequence[Sequenced]) -> list[Sequenced]:
-    """Adjacent tokens as one, under the id of the last: the text is the same, the frames
-    fewer, and a client resuming after that id has seen every piece of it."""
+    """Adjacent tokens of one message as one, under the id of the last: the text is the
+    same, the frames fewer, and a client resuming after that id has seen every piece."""
     out: list[Sequenced] = []
     for seq, event in batch:
-        if isinstance(event, Token) and out and isinstance(out[-1][1], Token):
-            out[-1] = (seq, Token(text=out[-1][1].text + event.text))
+        if out and joins(last := out[-1][1], event):
+            assert isinstance(last, Token) and isinstance(event, Token)
+            out[-1] = (seq, Token(text=last.text + event.text, message_id=event.message_id))
         else:
             out.append((seq, event))
     return out
@@ -126,7 +148,7 @@ def merged_tokens(batch: Sequence[Sequenced]) -> list[Sequenced]:
 
 def to_record(seq: int, event: StreamEvent) -> list[Any]:
     """One event of a stored log: [seq, event, data]."""
-    return [seq, event.event, event.model_dump(exclude=_WIRE_EXCLUDE, mode="json", fallback=str)]
+    return [seq, event.event, event.model_dump(exclude=_exclude(event), mode="json", fallback=str)]
 
 
 def from_record(record: Sequence[Any]) -> Sequenced:

@@ -89,7 +89,9 @@ class TestStreamContract:
             "id": tool_call["id"],
             "name": "get_order_details",
             "args": {"order_id": PENDING_ORDER},
+            "message_id": tool_call["message_id"],  # the answer that makes the call (issue 28)
         }
+        assert tool_call["message_id"]
         result = next(e[2] for e in events if e[0] == "tool_result")
         assert result["status"] == "ok" and result["name"] == "get_order_details"
         text = "".join(e[2]["text"] for e in events if e[0] == "token")

@@ -75,10 +75,17 @@ def _filled(value: Any) -> bool:
 
 
 def stream_modes(value: str | list[str]) -> frozenset[str]:
-    """The modes to send. Modes other than these four are accepted and send nothing
-    (clients ask for `tools` or `debug` for panels they may not show)."""
-    modes = [value] if isinstance(value, str) else list(value)
-    return frozenset(m for m in modes if m in MODES)
+    """The modes to send. Any other (`events`, `debug`, `tasks`, `checkpoints`,
+    `lifecycle`) is refused by name rather than accepted and never sent."""
+    modes = [m for m in ([value] if isinstance(value, str) else value) if m]  # SDKs send ""
+    unsupported = sorted({m for m in modes if m not in MODES})
+    if unsupported:
+        refuse(
+            f"stream mode {', '.join(unsupported)} is not supported; "
+            f"use {', '.join(sorted(MODES))}",
+            "stream_mode_unsupported",
+        )
+    return frozenset(modes)
 
 
 def decision_of(command_resume: Any, goto: Any) -> str:

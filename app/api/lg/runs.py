@@ -87,11 +87,11 @@ async def _start(
     if not is_our_assistant(body.assistant_id):
         raise NotFound("assistant not found", code="assistant_not_found")
     check_supported(body)
+    modes = stream_modes(body.stream_mode)
     if await services.repo.thread(thread.id) is None:
         if body.if_not_exists != "create":
             raise thread_not_found()
         await services.repo.create_thread(thread.id, user.user_id, thread.session_id)
-    modes = stream_modes(body.stream_mode)
     command = body.command
     human: dict[str, Any] | None = None
     outcome: Run | dict[str, Any]
