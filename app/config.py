@@ -155,6 +155,20 @@ class Settings(BaseSettings):
     retention_sweep_every_s: float = Field(default=600.0, ge=0)
     retention_batch_size: int = Field(default=20, ge=1, le=1000)
 
+    # Operator analytics (app/analytics; README: "Analytics"). A conversation's outcome is
+    # computed once it is idle CONVERSATION_IDLE_MIN minutes or handed off, by a sweep every
+    # OUTCOMES_SWEEP_EVERY_S on one replica at a time (0: only `cs-agent outcomes refresh`),
+    # OUTCOMES_BATCH_SIZE threads per transaction. Flags: a handoff after more than
+    # LATE_HANDOFF_TURNS turns, a turn's answer slower than SLOW_ANSWER_S. PRICE_TABLE is
+    # JSON, USD per million tokens per model: {"gpt-4o-mini": {"input": 0.15, "output": 0.6}};
+    # a model not in it costs 0.
+    conversation_idle_min: float = Field(default=30.0, ge=0)
+    outcomes_sweep_every_s: float = Field(default=300.0, ge=0)
+    outcomes_batch_size: int = Field(default=100, ge=1, le=1000)
+    late_handoff_turns: int = Field(default=4, ge=0)
+    slow_answer_s: float = Field(default=30.0, gt=0)
+    price_table: Annotated[dict[str, dict[str, float]], NoDecode] = Field(default_factory=dict)
+
     # Rate limits and the model-token budget (app/api/ratelimit.py), held in Postgres so they
     # hold across replicas. Each limit allows `*_burst` requests at once, then refills at its
     # rate; a rate of 0 turns that limit off. Posts (and resumes) and thread creations count
@@ -217,6 +231,13 @@ class Settings(BaseSettings):
             if text.startswith("["):
                 return json.loads(text)
             return [origin.strip() for origin in text.split(",") if origin.strip()]
+        return value
+
+    @field_validator("price_table", mode="before")
+    @classmethod
+    def _prices_from_json(cls, value: object) -> object:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
         return value
 
     @property

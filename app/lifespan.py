@@ -13,6 +13,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from app.agent.graph import build_graph
 from app.agent.llm import build_chat_model, model_http_client
+from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
@@ -97,6 +98,9 @@ async def build_services(
         sweeper = RetentionSweeper(pool, settings)  # one replica at a time (advisory lock)
         await sweeper.open()
         stack.push_async_callback(sweeper.close)
+        outcomes = OutcomeSweeper(pool, settings)  # one replica at a time (advisory lock)
+        await outcomes.open()
+        stack.push_async_callback(outcomes.close)
         webhooks = WebhookWorker(pool, settings)  # every replica; rows claimed SKIP LOCKED
         await webhooks.open()
         stack.push_async_callback(webhooks.close)

@@ -20,7 +20,7 @@ DOMAIN_TABLES = (
     "run_event_chunks, thread_leases, "
     "help_articles, transcript_archive, rate_limits, token_usage, "
     "thread_events, control_history, "
-    "identity_codes, outbox, webhook_outbox"
+    "identity_codes, outbox, webhook_outbox, conversation_outcomes"
 )
 
 

@@ -31,7 +31,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"db"}),  # pool, checkpointer, repositories, the write executor, erase
     frozenset({"tools"}),
     frozenset({"agent"}),
-    frozenset({"runs"}),
+    frozenset({"runs", "analytics"}),  # analytics: outcomes read what runs recorded
     frozenset({"api"}),
     frozenset({"main", "lifespan", "cli", "__main__", "eval"}),
 )

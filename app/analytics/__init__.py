@@ -1,0 +1,1 @@
+"""Operator analytics: one outcome per conversation (a sweep), summaries and flags."""

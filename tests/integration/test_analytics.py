@@ -1,0 +1,230 @@
+"""Operator analytics over real HTTP: scripted conversations through the service, the
+outcome sweep, each outcome and flag, the summary against a count in SQL, and the API and
+CLI shapes; staff only."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from app.analytics.sweep import SweepPolicy, sweep
+from app.api.auth import issue_token
+from app.config import Settings
+from tests.fakellm import Reply, Script, ScriptedModelServer
+from tests.integration.agent_harness import load_small_shop
+from tests.integration.api_harness import LiveServer, live_server
+
+NOAH = "noah_brown_6181"
+PENDING_ORDER = "#W2611340"
+PRICES = {"scripted": {"input": 1.0, "output": 2.0}}
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
+    settings = Settings(  # type: ignore[call-arg]
+        database_url=database_url,
+        outcomes_sweep_every_s=0,  # the tests sweep themselves
+        llm_model="scripted",
+        price_table=PRICES,
+        _env_file=None,
+    )
+    with live_server(settings, scripted_model_session) as live:
+        yield live
+
+
+@pytest.fixture
+async def client(
+    server: LiveServer, db: AsyncConnectionPool[Any]
+) -> AsyncIterator[httpx.AsyncClient]:
+    await load_small_shop(db)
+    async with server.client() as c:
+        yield c
+
+
+def staff(server: LiveServer) -> dict[str, str]:
+    secret = server.settings.jwt_secret.get_secret_value()
+    return {"Authorization": f"Bearer {issue_token(secret, 'staff-alice', role='staff')}"}
+
+
+async def say(
+    client: httpx.AsyncClient,
+    server: LiveServer,
+    session: str,
+    content: str,
+    *,
+    resume: str | None = None,
+) -> dict[str, Any]:
+    h = server.headers(NOAH)
+    if resume is not None:
+        posted = await client.post(
+            f"/threads/{session}/resume", json={"decision": resume}, headers=h
+        )
+    else:
+        posted = await client.post(
+            f"/threads/{session}/messages", json={"content": content}, headers=h
+        )
+    assert posted.status_code == 200, posted.text
+    body: dict[str, Any] = posted.json()
+    return body
+
+
+async def a_day(client: httpx.AsyncClient, server: LiveServer, model: ScriptedModelServer) -> None:
+    """One conversation of each kind, each in its own thread (session = kind)."""
+    model.use(Script([Reply.say("Hello Noah, your order ships tomorrow.")]))
+    await say(client, server, "resolved", "when does my order ship?")
+
+    model.use(
+        Script(
+            [
+                Reply.call("transfer_to_human_agents", summary="wants a person"),
+                Reply.say("I have transferred you to a colleague."),
+            ]
+        )
+    )
+    await say(client, server, "handed", "let me talk to a human please")
+    await say(client, server, "handed", "", resume="approve")
+
+    model.use(
+        Script(
+            [
+                Reply.call(
+                    "cancel_pending_order", order_id=PENDING_ORDER, reason="ordered by mistake"
+                ),
+                Reply.say("All right, I left the order as it is."),
+            ]
+        )
+    )
+    await say(client, server, "declined", "cancel my order")
+    await say(client, server, "declined", "", resume="reject")
+
+    model.use(
+        Script(
+            [
+                Reply.call("get_order_details", order_id="#W0000001"),
+                Reply.call("get_order_details", order_id="#W0000001"),
+                Reply.say("I could not find that order."),
+            ]
+        )
+    )
+    await say(client, server, "failing", "where is order #W0000001?")
+
+    model.use(
+        Script(
+            [Reply.call("cancel_pending_order", order_id=PENDING_ORDER, reason="no longer needed")]
+        )
+    )
+    done = await say(client, server, "abandoned", "cancel it")
+    assert done["status"] == "interrupted"  # and the customer never answers
+
+
+async def outcomes(pool: AsyncConnectionPool[Any]) -> dict[str, dict[str, Any]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT * FROM conversation_outcomes")
+        rows = await cur.fetchall()
+    return {row["thread_id"].split(":", 1)[1]: row for row in rows}
+
+
+def codes(row: dict[str, Any]) -> set[str]:
+    return {flag["code"] for flag in row["flags"]}
+
+
+def policy(server: LiveServer, idle_min: float = 0) -> SweepPolicy:
+    return SweepPolicy.from_settings(server.settings, idle_min=idle_min)
+
+
+class TestOutcomes:
+    async def test_each_conversation_gets_its_result_counts_and_flags(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        await a_day(client, server, scripted_model_session)
+        swept = await sweep(db, policy(server))
+        got = await outcomes(db)
+
+        assert swept is not None and swept.outcomes == 5
+        assert {k: v["result"] for k, v in got.items()} == {
+            "resolved": "resolved",
+            "handed": "handed_off",
+            "declined": "resolved",
+            "failing": "resolved",
+            "abandoned": "abandoned",
+        }
+        assert codes(got["resolved"]) == set()
+        assert got["resolved"]["turns"] == 1 and got["resolved"]["model_calls"] == 1
+        assert got["handed"]["handoff_reason"]
+        assert codes(got["handed"]) == {"asked_for_human"}
+        assert got["handed"]["confirmations_asked"] == 1
+        assert got["handed"]["confirmations_approved"] == 1
+        assert got["handed"]["writes_by_tool"] == {"transfer_to_human_agents": 1}
+        assert codes(got["declined"]) == {"declined_write"}
+        assert got["declined"]["confirmations_declined"] == 1
+        assert got["declined"]["writes_by_tool"] == {}
+        failing = got["failing"]
+        assert codes(failing) == {"repeated_tool_error"}
+        assert failing["tool_calls_by_tool"] == {"get_order_details": 2}
+        assert failing["tool_errors_by_tool"] == {"get_order_details": 2}
+        assert "get_order_details failed 2 times" in failing["flags"][0]["reason"]
+        abandoned = got["abandoned"]
+        assert abandoned["confirmations_asked"] == 1
+        assert abandoned["confirmations_approved"] == 0
+        assert abandoned["ttft_p50_ms"] is None  # not recorded per run
+        for row in got.values():
+            assert row["tokens_in"] > 0 and row["tokens_out"] > 0
+            expected = (row["tokens_in"] * 1.0 + row["tokens_out"] * 2.0) / 1e6
+            assert float(row["cost_usd"]) == pytest.approx(expected, abs=1e-6)
+            assert row["ended_at"] >= row["started_at"]
+
+    async def test_a_sweep_run_twice_leaves_one_outcome_per_conversation(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        await a_day(client, server, scripted_model_session)
+        first = await sweep(db, policy(server))
+        second = await sweep(db, policy(server))
+        async with db.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) AS n, count(DISTINCT thread_id) AS d FROM conversation_outcomes"
+            )
+            counted = await cur.fetchone()
+
+        assert first is not None and first.outcomes == 5
+        assert second is not None and second.outcomes == 0  # nothing new: nothing due
+        assert counted == {"n": 5, "d": 5}
+
+    async def test_a_thread_not_idle_yet_waits_and_new_activity_recomputes(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        scripted_model_session.use(Script([Reply.say("Hi!")]))
+        await say(client, server, "again", "hello")
+        waiting = await sweep(db, policy(server, idle_min=30))
+        assert waiting is not None and waiting.outcomes == 0
+        await sweep(db, policy(server))
+        scripted_model_session.use(Script([Reply.say("Hi!")]))
+        await say(client, server, "again", "hello")
+        await sweep(db, policy(server))
+
+        row = (await outcomes(db))["again"]
+        assert row["turns"] == 2 and codes(row) == {"customer_repeated"}
+
+    async def test_a_sweep_skips_while_another_holds_the_lock(
+        self, server: LiveServer, db: AsyncConnectionPool[Any]
+    ) -> None:
+        from app.analytics.sweep import OUTCOMES_LOCK_KEY
+
+        async with db.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (OUTCOMES_LOCK_KEY,))
+            assert await sweep(db, policy(server)) is None
