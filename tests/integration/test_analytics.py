@@ -228,3 +228,98 @@ class TestOutcomes:
         async with db.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (OUTCOMES_LOCK_KEY,))
             assert await sweep(db, policy(server)) is None
+
+
+async def sql_counts(pool: AsyncConnectionPool[Any]) -> dict[str, Any]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            """SELECT count(*) AS n,
+                   count(*) FILTER (WHERE result = 'resolved') AS resolved,
+                   count(*) FILTER (WHERE result = 'handed_off') AS handed_off,
+                   count(*) FILTER (WHERE tool_errors > 0) AS with_errors,
+                   sum(cost_usd)::float8 AS cost
+               FROM conversation_outcomes"""
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+class TestAnalyticsApi:
+    async def test_the_summary_rates_match_a_count_in_sql(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        await a_day(client, server, scripted_model_session)
+        await sweep(db, policy(server))
+        got = await client.get("/staff/analytics/summary?group=day", headers=staff(server))
+        weekly = await client.get("/staff/analytics/summary?group=week", headers=staff(server))
+        counted = await sql_counts(db)
+
+        assert got.status_code == 200, got.text
+        body = got.json()
+        (period,) = body["periods"]
+        totals = body["totals"]
+        assert set(period) == {"start", *totals}
+        assert set(totals) == {
+            "conversations", "resolved", "handed_off", "abandoned", "failed",
+            "resolution_rate", "handoff_rate", "tool_error_rate", "cost_usd",
+            "ttft_p50_ms", "ttft_p95_ms",
+        }  # fmt: skip
+        n = counted["n"]
+        assert totals["conversations"] == n == 5
+        assert totals["resolution_rate"] == pytest.approx(counted["resolved"] / n, abs=1e-4)
+        assert totals["handoff_rate"] == pytest.approx(counted["handed_off"] / n, abs=1e-4)
+        assert totals["tool_error_rate"] == pytest.approx(counted["with_errors"] / n, abs=1e-4)
+        assert totals["cost_usd"] == pytest.approx(counted["cost"], abs=1e-6)
+        assert totals["ttft_p50_ms"] is None
+        assert weekly.json()["totals"] == totals
+
+    async def test_conversations_filter_by_flag_and_result_and_page_with_a_cursor(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        await a_day(client, server, scripted_model_session)
+        await sweep(db, policy(server))
+        h = staff(server)
+        declined = await client.get("/staff/analytics/conversations?flag=declined_write", headers=h)
+        handed = await client.get("/staff/analytics/conversations?result=handed_off", headers=h)
+        pages, cursor = [], None
+        while True:
+            query = "?limit=2" + (f"&cursor={cursor}" if cursor else "")
+            page = (await client.get(f"/staff/analytics/conversations{query}", headers=h)).json()
+            pages.append(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        bad = await client.get("/staff/analytics/conversations?flag=nonsense", headers=h)
+
+        (item,) = declined.json()["items"]
+        assert set(item) == {
+            "thread_id", "result", "handoff_reason", "flags", "score", "score_reasons",
+            "turns", "tool_calls", "tool_errors", "tokens_in", "tokens_out", "cost_usd",
+            "started_at", "ended_at",
+        }  # fmt: skip
+        assert item["thread_id"] == f"{NOAH}:declined" and item["score"] is None
+        assert item["flags"][0]["code"] == "declined_write" and item["flags"][0]["reason"]
+        transcript = await client.get(f"/staff/threads/{item['thread_id']}", headers=h)
+        assert transcript.status_code == 200
+        assert [i["thread_id"] for i in handed.json()["items"]] == [f"{NOAH}:handed"]
+        every = [i["thread_id"] for page in pages for i in page]
+        assert len(every) == len(set(every)) == 5
+        assert bad.status_code == 422
+
+    async def test_customers_and_guests_get_404(
+        self, client: httpx.AsyncClient, server: LiveServer
+    ) -> None:
+        for path in ("/staff/analytics/summary", "/staff/analytics/conversations"):
+            customer = await client.get(path, headers=server.headers(NOAH))
+            anonymous = await client.get(path)
+            assert customer.status_code == 404
+            assert anonymous.status_code in (401, 404)

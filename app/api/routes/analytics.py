@@ -1,0 +1,77 @@
+"""Operator analytics for staff (issue 29): summaries by day or week, and the conversations
+with their outcome and flags, each opening as `/staff/threads/{thread_id}`. Anyone else gets
+404, as for every staff route. Reads `conversation_outcomes` only (app/analytics/report.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+
+from app.analytics.report import conversations, summary
+from app.api.deps import ServicesDep
+from app.api.routes.common import JSON_ERRORS
+from app.api.routes.staff import Staff
+from app.api.routes.staff import _after as position_of  # the queue's cursor, same shape
+from app.api.routes.staff import _cursor as cursor_of
+from app.errors import AppError
+
+router = APIRouter(tags=["analytics"], responses=JSON_ERRORS)
+
+DEFAULT_RANGE = timedelta(days=30)
+FlagCode = Literal[
+    "repeated_tool_error",
+    "guard_ended_turn",
+    "declined_write",
+    "customer_repeated",
+    "asked_for_human",
+    "late_handoff",
+    "failed_run",
+    "policy_refusal",
+    "slow_answer",
+]
+Result = Literal["resolved", "handed_off", "abandoned", "failed"]
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@router.get("/staff/analytics/summary", summary="Conversations by result, rates and cost")
+async def analytics_summary(
+    staff: Staff,
+    services: ServicesDep,
+    start: Annotated[datetime | None, Query(alias="from")] = None,
+    end: Annotated[datetime | None, Query(alias="to")] = None,
+    group: Literal["day", "week"] = "day",
+) -> dict[str, Any]:
+    """Conversations that started in [from, to) (default: the last 30 days), by UTC day or
+    ISO week. Rates are fractions of all of the period's conversations."""
+    end = _aware(end) if end else datetime.now(UTC)
+    start = _aware(start) if start else end - DEFAULT_RANGE
+    if start >= end:
+        raise AppError("`from` must be before `to`", code="bad_range")
+    return await summary(services.pool, start, end, group)
+
+
+@router.get("/staff/analytics/conversations", summary="Conversations with outcome and flags")
+async def analytics_conversations(
+    staff: Staff,
+    services: ServicesDep,
+    flag: FlagCode | None = None,
+    result: Result | None = None,
+    max_score: Annotated[int | None, Query(ge=1, le=5)] = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`."""
+    items, last = await conversations(
+        services.pool,
+        flag=flag,
+        result=result,
+        max_score=max_score,
+        after=position_of(cursor),
+        limit=limit,
+    )
+    return {"items": items, "next_cursor": cursor_of(*last) if last else None}
