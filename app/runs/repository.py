@@ -60,6 +60,29 @@ class RunRepository:
             rows: list[dict[str, Any]] = await cur.fetchall()
             return rows
 
+    # -- thread metadata (the LangGraph API's tags, app/api/lg/threads.py) -----------------
+
+    async def create_thread_with_metadata(
+        self, thread_id: str, user_id: str, session_id: str, metadata: dict[str, Any]
+    ) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                """INSERT INTO threads (thread_id, user_id, session_id, metadata)
+                   VALUES (%s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING""",
+                (thread_id, user_id, session_id, Jsonb(metadata)),
+            )
+
+    async def merge_thread_metadata(self, thread_id: str, metadata: dict[str, Any]) -> bool:
+        """The keys given replace theirs and the others stay (jsonb `||`, as the official
+        server merges). False when there is no such thread."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """UPDATE threads SET metadata = metadata || %s, updated_at = now()
+                   WHERE thread_id = %s RETURNING thread_id""",
+                (Jsonb(metadata), thread_id),
+            )
+            return await cur.fetchone() is not None
+
     async def set_message_count(self, thread_id: str, count: int) -> None:
         async with self.pool.connection() as conn:
             await conn.execute(

@@ -35,6 +35,19 @@ class ThreadCreate(_Body):
     ttl: Any = None
 
 
+class ThreadUpdate(_Body):
+    """PATCH /threads/{id}: metadata to merge into the thread's."""
+
+    metadata: dict[str, Any] | None = None
+    ttl: Any = None
+
+
+class ThreadCount(_Body):
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+
+
 class ThreadSearch(_Body):
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None

@@ -11,10 +11,17 @@ from langgraph.types import Interrupt, StateSnapshot
 from app.api.deps import Services, ServicesDep, ThreadRef
 from app.api.lg.deps import ExistingThread, LgThread, LgUser, limit_thread_creation
 from app.api.lg.errors import refuse
-from app.api.lg.queries import search_threads, thread_row
-from app.api.lg.schemas import HistoryQuery, StateAtCheckpoint, ThreadCreate, ThreadSearch
+from app.api.lg.metadata import contains, search_filter, stored_part
+from app.api.lg.queries import SortBy, count_threads, search_threads, thread_row
+from app.api.lg.schemas import (
+    HistoryQuery,
+    StateAtCheckpoint,
+    ThreadCount,
+    ThreadCreate,
+    ThreadSearch,
+    ThreadUpdate,
+)
 from app.api.lg.views import (
-    THREAD_METADATA,
     lc_message,
     thread_state,
     thread_status,
@@ -87,7 +94,7 @@ async def create_thread(body: ThreadCreate, user: LgUser, services: ServicesDep)
             "thread TTLs are not supported; delete a thread with DELETE /threads/{id}",
             "ttl_unsupported",
         )
-    _check_metadata(body.metadata)
+    metadata = stored_part(body.metadata)
     session_id = body.thread_id or str(uuid.uuid4())
     if not SESSION_ID_RE.fullmatch(session_id):
         refuse("thread_id must be 1-64 characters of A-Z a-z 0-9 _ -", "validation_error")
@@ -96,20 +103,31 @@ async def create_thread(body: ThreadCreate, user: LgUser, services: ServicesDep)
         if body.if_exists != "do_nothing":
             raise Conflict("a thread with this id already exists", code="thread_exists")
     else:
-        await services.repo.create_thread(thread_id, user.user_id, session_id)
+        await services.repo.create_thread_with_metadata(
+            thread_id, user.user_id, session_id, metadata
+        )
     row = await thread_row(services.pool, user.user_id, thread_id)
     assert row is not None
     return await thread_object(services, user, row)
 
 
-def _check_metadata(metadata: dict[str, Any] | None) -> None:
-    extra = {k: v for k, v in (metadata or {}).items() if THREAD_METADATA.get(k) != v}
-    if extra:
+@router.patch("/threads/{thread_id}", dependencies=[Depends(require_json)])
+async def update_thread(
+    body: ThreadUpdate, thread: LgThread, user: LgUser, services: ServicesDep
+) -> dict[str, Any]:
+    """Merge metadata into the thread's: the keys given replace theirs, the rest stay."""
+    if body.ttl is not None:
         refuse(
-            "thread metadata is not stored; a thread's metadata is always "
-            "{graph_id, assistant_id} of the one assistant",
-            "metadata_unsupported",
+            "thread TTLs are not supported; delete a thread with DELETE /threads/{id}",
+            "ttl_unsupported",
         )
+    metadata = stored_part(body.metadata)
+    if not await services.repo.merge_thread_metadata(thread.id, metadata):
+        raise thread_not_found()
+    row = await thread_row(services.pool, user.user_id, thread.id)
+    if row is None:
+        raise thread_not_found()
+    return await thread_object(services, user, row)
 
 
 @router.get("/threads/{thread_id}")
@@ -126,35 +144,67 @@ async def delete_thread(thread: LgThread, services: ServicesDep) -> Response:
     return Response(status_code=204)
 
 
+# A `values` filter is applied to each thread's state (the transcript lives in its
+# checkpoints, not in a column): over this many of the caller's threads at most.
+VALUES_SCAN = 1000
+
+
 @router.post("/threads/search", dependencies=[Depends(require_json)])
 async def search(body: ThreadSearch, user: LgUser, services: ServicesDep) -> list[dict[str, Any]]:
-    """The caller's threads, newest activity first unless sorted otherwise."""
-    if body.values:
-        refuse("threads cannot be searched by their values", "values_filter_unsupported")
+    """The caller's threads, newest activity first unless sorted otherwise; filtered by
+    metadata and status in SQL, by values on each thread's state."""
     if body.extract:
         refuse("extract is not supported", "extract_unsupported")
-    metadata = body.metadata or {}
-    if any(THREAD_METADATA.get(k) != v for k, v in metadata.items()):
-        return []  # no thread has other metadata
+    metadata = search_filter(body.metadata)
+    if metadata is None:
+        return []  # another graph or assistant: no thread here
     ids = [i for i in body.ids if SESSION_ID_RE.fullmatch(i)] if body.ids is not None else None
-    sort_by = (
-        body.sort_by if body.sort_by in ("thread_id", "created_at", "updated_at") else "updated_at"
-    )
+    sort_by: SortBy = body.sort_by or "updated_at"
+    window = (0, VALUES_SCAN) if body.values else (body.offset, body.limit)
     rows = await search_threads(
         services.pool,
         user.user_id,
         session_ids=ids,
+        metadata=metadata,
         status=body.status,
         sort_by=sort_by,
         descending=body.sort_order != "asc",
-        limit=body.limit,
-        offset=body.offset,
+        limit=window[1],
+        offset=window[0],
     )
     threads = [await thread_object(services, user, row) for row in rows]
+    if body.values:
+        threads = [t for t in threads if contains(t["values"] or {}, body.values)]
+        threads = threads[body.offset : body.offset + body.limit]
     if body.select:
         keep = set(body.select)
         threads = [{k: v for k, v in t.items() if k in keep} for t in threads]
     return threads
+
+
+@router.post("/threads/count", dependencies=[Depends(require_json)])
+async def count(body: ThreadCount, user: LgUser, services: ServicesDep) -> int:
+    """How many of the caller's threads a search with these filters finds."""
+    metadata = search_filter(body.metadata)
+    if metadata is None:
+        return 0
+    if not body.values:
+        return await count_threads(
+            services.pool, user.user_id, metadata=metadata, status=body.status
+        )
+    rows = await search_threads(
+        services.pool,
+        user.user_id,
+        session_ids=None,
+        metadata=metadata,
+        status=body.status,
+        sort_by="updated_at",
+        descending=True,
+        limit=VALUES_SCAN,
+        offset=0,
+    )
+    found = [await thread_object(services, user, row) for row in rows]
+    return sum(contains(t["values"] or {}, body.values) for t in found)
 
 
 @router.get("/threads/{thread_id}/state")

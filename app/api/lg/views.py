@@ -188,7 +188,7 @@ def thread_view(
         "thread_id": row["session_id"],
         "created_at": _iso(row["created_at"]),
         "updated_at": _iso(row["updated_at"]),
-        "metadata": dict(THREAD_METADATA),
+        "metadata": {**(row.get("metadata") or {}), **THREAD_METADATA},
         "status": status,
         "state_updated_at": _iso(row["updated_at"]),
         "config": {},
