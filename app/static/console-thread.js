@@ -104,7 +104,9 @@ export class Conversation {
     try {
       thread = await this.api.staffThread(id);
     } catch (error) {
-      if (id === this.threadId && error?.status !== 401) this.onStatus(userMessage(error), "error");
+      if (id !== this.threadId || error?.status === 401) return;
+      this.onStatus(userMessage(error), "error");
+      if (!this.control) this.els.panel.hidden = true; // nothing to show: say, no such thread
       return;
     }
     if (id !== this.threadId) return;

@@ -50,6 +50,12 @@ class ConsoleApp {
       this.demoSignIn();
     });
     $("sign-out").addEventListener("click", () => this.signOut());
+    // Any conversation, to join one the assistant is still answering (take over).
+    $("open-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const id = $("open-id").value.trim();
+      if (id) this.openThread(id);
+    });
   }
 
   start() {

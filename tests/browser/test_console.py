@@ -11,8 +11,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.api.auth import issue_token
 from tests.browser.conftest import SARA, AppServer
-from tests.browser.console_pages import PageErrors, open_console, open_queued
-from tests.browser.pages import ask, sign_in
+from tests.browser.console_pages import PageErrors, open_console, open_queued, transcript
+from tests.browser.pages import ask, assistant_messages, current_thread_id, send, sign_in
 from tests.fakellm import Reply, Script, ScriptedModelServer
 
 SUMMARY = "Sara asks for a person about a lost parcel"
@@ -147,3 +147,53 @@ class TestThreadStream:
             ["Alice joined the conversation"]
         )
         assert asked_after[:2] == ["0", "7"]
+
+
+class TestTakeOver:
+    async def test_a_supervisor_takes_over_a_conversation_the_assistant_is_answering(
+        self,
+        page: Page,
+        staff_context: BrowserContext,
+        app_server: AppServer,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        model_server.use(Script([Reply.say("Hello Sara, how can I help?")]))
+        await sign_in(page, SARA)
+        await ask(page, "hi")
+        thread = f"{SARA}:{await current_thread_id(page)}"
+        errors = PageErrors()
+        console = await open_console(staff_context, app_server, errors)
+
+        await console.get_by_test_id("open-id").fill(f"{SARA}:no-such-thread")
+        await console.get_by_test_id("open-thread").click()
+        await expect(console.get_by_test_id("console-status")).to_be_visible()
+        await expect(console.get_by_test_id("conversation")).to_be_hidden()
+
+        await console.get_by_test_id("open-id").fill(thread)
+        await console.get_by_test_id("open-thread").click()
+        await expect(console.get_by_test_id("control-state")).to_have_text("With the assistant")
+        await expect(console.get_by_test_id("accept")).to_be_hidden()
+        await console.get_by_test_id("take-over").click()
+        await expect(console.get_by_test_id("control-state")).to_have_text("Held by Alice")
+        await expect(page.get_by_test_id("control-line")).to_have_text(
+            ["Alice joined the conversation"]
+        )
+
+        model_server.use(Script([Reply.say("the assistant must not answer now")]))
+        await console.get_by_test_id("reply-input").fill("Alice from the team here.")
+        await console.get_by_test_id("reply-send").click()
+        await expect(page.get_by_test_id("message-staff")).to_have_text(
+            ["AliceAlice from the team here."]
+        )
+        await send(page, "Oh, hello Alice.")
+        await expect(
+            transcript(console, "transcript-customer").filter(has_text="Oh, hello Alice.")
+        ).to_have_count(1)
+        assert model_server.requests == []
+        await expect(assistant_messages(page)).to_have_count(1)
+        await expect(console.get_by_test_id("queue-item")).to_have_count(0)  # none queued
+        await console.get_by_test_id("tab-mine").click()
+        await expect(console.get_by_test_id("queue-item")).to_have_count(1)
+        # The 404 of the made-up thread is the only failed load.
+        assert [e for e in errors.seen if "404" not in e] == []
