@@ -170,6 +170,60 @@ def cmd_prune(args: argparse.Namespace) -> None:
     asyncio.run(_with_pool(settings, prune))
 
 
+def cmd_outcomes_refresh(args: argparse.Namespace) -> None:
+    from app.analytics.sweep import SweepPolicy, sweep
+
+    settings = _settings_with_database()
+    policy = SweepPolicy.from_settings(settings, idle_min=args.idle_min)
+
+    async def refresh(pool: AsyncConnectionPool[Any]) -> None:
+        swept = await sweep(pool, policy)
+        if swept is None:
+            print("another sweep holds the outcomes lock; nothing done")
+        else:
+            print(f"outcomes: {swept.outcomes} computed in {swept.batches} batches")
+
+    asyncio.run(_with_pool(settings, refresh))
+
+
+def _since(text: str) -> float:
+    """`7d`, `12h`, `30m` or seconds, as seconds."""
+    units = {"d": 86_400.0, "h": 3_600.0, "m": 60.0, "s": 1.0}
+    value = text.strip().lower()
+    scale = units.get(value[-1:])
+    try:
+        return float(value[:-1] if scale else value) * (scale or 1.0)
+    except ValueError:
+        raise ValueError(f"--since takes 7d, 12h, 30m or seconds, not {text!r}") from None
+
+
+def _markdown_report(report: dict[str, Any], since: str) -> str:
+    keys = list(report["totals"])
+    lines = [f"# cs-agent report, last {since}", "", "| period | " + " | ".join(keys) + " |"]
+    lines.append("|" + " --- |" * (len(keys) + 1))
+    rows = [(p["start"][:10], p) for p in report["periods"]] + [("total", report["totals"])]
+    for label, row in rows:
+        lines.append(f"| {label} | " + " | ".join(str(row[k]) for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from app.analytics.report import summary
+
+    seconds = _since(args.since)
+    settings = _settings_with_database()
+
+    async def report(pool: AsyncConnectionPool[Any]) -> None:
+        end = datetime.now(UTC)
+        got = await summary(pool, end - timedelta(seconds=seconds), end, args.group)
+        print(json.dumps(got) if args.format == "json" else _markdown_report(got, args.since))
+
+    asyncio.run(_with_pool(settings, report))
+
+
 def cmd_token(args: argparse.Namespace) -> None:
     from app.api.auth import issue_token
 
@@ -272,6 +326,20 @@ def parser() -> argparse.ArgumentParser:
     )
     prune.add_argument("--dry-run", action="store_true", help="count only, change nothing")
     prune.set_defaults(func=cmd_prune)
+    outcomes = sub.add_parser("outcomes", help="conversation outcomes (analytics)")
+    outcomes_sub = outcomes.add_subparsers(dest="outcomes_command", required=True)
+    refresh = outcomes_sub.add_parser(
+        "refresh", help="compute the outcome of every idle or handed-off conversation now"
+    )
+    refresh.add_argument(
+        "--idle-min", type=float, help="idle minutes (default CONVERSATION_IDLE_MIN)"
+    )
+    refresh.set_defaults(func=cmd_outcomes_refresh)
+    report = sub.add_parser("report", help="print the analytics summary")
+    report.add_argument("--since", default="7d", help="7d, 12h, 30m or seconds (default 7d)")
+    report.add_argument("--group", choices=["day", "week"], default="day")
+    report.add_argument("--format", choices=["md", "json"], default="md")
+    report.set_defaults(func=cmd_report)
     token = sub.add_parser("token", help="print a bearer token")
     token.add_argument("user_id")
     token.add_argument("--role", choices=["customer", "guest", "staff"], default="customer")

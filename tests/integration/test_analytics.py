@@ -4,6 +4,11 @@ CLI shapes; staff only."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -323,3 +328,31 @@ class TestAnalyticsApi:
             anonymous = await client.get(path)
             assert customer.status_code == 404
             assert anonymous.status_code in (401, 404)
+
+
+class TestCommandLine:
+    async def test_outcomes_refresh_then_report_prints_only_json(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+        database_url: str,
+    ) -> None:
+        await a_day(client, server, scripted_model_session)
+        env = {**os.environ, "DATABASE_URL": database_url, "OUTCOMES_SWEEP_EVERY_S": "0"}
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "app", *args]
+            return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+        refreshed = await asyncio.to_thread(cli, "outcomes", "refresh", "--idle-min", "0")
+        reported = await asyncio.to_thread(cli, "report", "--since", "7d", "--format", "json")
+        markdown = await asyncio.to_thread(cli, "report", "--since", "1d")
+
+        assert refreshed.returncode == 0, refreshed.stderr
+        assert "outcomes: 5 computed" in refreshed.stdout
+        assert reported.returncode == 0, reported.stderr
+        totals = json.loads(reported.stdout)["totals"]
+        assert totals["conversations"] == 5 and totals["handed_off"] == 1
+        assert "| total | 5 |" in markdown.stdout
