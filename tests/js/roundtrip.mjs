@@ -24,6 +24,16 @@ async function status404(promise) {
 const textOf = (parts) =>
   parts.filter((p) => p.event === "messages").map((p) => p.data[0].content).join("");
 
+// the answer's text as a client that merges chunks by id sees it: {id: text}
+const textById = (parts) => {
+  const texts = {};
+  for (const p of parts) {
+    if (p.event !== "messages" || p.data[0].type !== "AIMessageChunk") continue;
+    texts[p.data[0].id] = (texts[p.data[0].id] ?? "") + p.data[0].content;
+  }
+  return texts;
+};
+
 // create -> stream -> interrupt
 const thread = await client.threads.create();
 assert.equal(thread.status, "idle");
@@ -53,6 +63,11 @@ const resumed = await collect(
 const finalValues = resumed.filter((p) => p.event === "values").at(-1).data;
 assert.equal(finalValues.messages.at(-1).content, "Done: your order is cancelled.");
 assert.ok(textOf(resumed).includes("Done: your order is cancelled."));
+assert.equal(
+  textById(resumed)[finalValues.messages.at(-1).id],
+  "Done: your order is cancelled.",
+  "the chunks' id is the final message's",
+);
 
 // history -> edit via checkpoint
 const history = await client.threads.getHistory(thread.thread_id, { limit: 50 });
@@ -100,6 +115,10 @@ const lastId = seen.at(-1).id;
 assert.ok(lastId, "a resumable stream's events carry ids");
 const rest = await collect(client.runs.joinStream(talk.thread_id, runId, { lastEventId: lastId }));
 assert.equal(textOf(seen) + textOf(rest), LONG);
+// keyed on the final message's id, the text streamed before and after the drop
+const answer = rest.filter((p) => p.event === "values").at(-1).data.messages.at(-1);
+assert.equal(answer.content, LONG);
+assert.deepEqual(textById([...seen, ...rest]), { [answer.id]: LONG });
 const ids = [...seen, ...rest].map((p) => p.id);
 assert.equal(new Set(ids).size, ids.length);
 
