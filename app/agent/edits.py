@@ -70,12 +70,13 @@ async def leave_consistent(
     *,
     thread_id: str,
     partial: str,
+    partial_id: str | None = None,
     ledger: WriteLedger | None,
     write_names: frozenset[str],
 ) -> None:
     """After a cancel: every tool call of the run gets its result (a write's recorded
     outcome, or "interrupted, not executed"), and the answer being written stays as far as
-    it got, marked as cut; so the next turn starts clean."""
+    it got, marked as cut, under the id it streamed with; so the next turn starts clean."""
     try:
         snapshot = await graph.aget_state(config)
         values = snapshot.values or {}
@@ -90,6 +91,8 @@ async def leave_consistent(
                 ledger=ledger,
             )
         cut = cut_answer(partial)
+        if partial_id:  # the id its tokens streamed under: a client merges by it
+            cut.id = partial_id
         update: dict[str, Any] = {"messages": [*closed, cut]}
         incoming = values.get("incoming")
         if incoming is not None:  # cancelled before its turn was opened: open it now

@@ -69,15 +69,21 @@ def _result_events(result: dict[str, Any]) -> Iterable[StreamEvent]:
     for m in result.get("messages", []):
         if m.get("role") == "assistant":
             for call in m.get("tool_calls") or []:
-                yield ToolCalled(id=call.get("id"), name=call["name"], args=call.get("args") or {})
+                yield ToolCalled(
+                    id=call.get("id"),
+                    name=call["name"],
+                    args=call.get("args") or {},
+                    message_id=m.get("id"),
+                )
             if m.get("content"):
-                yield Token(text=m["content"])
+                yield Token(text=m["content"], message_id=m.get("id"))
         elif m.get("role") == "tool":
             yield ToolResult(
                 id=m.get("tool_call_id"),
                 name=m.get("name"),
                 status="error" if m.get("status") == "error" else "ok",
                 content=m.get("content", "")[:500],
+                message_id=m.get("id"),
             )
     if result.get("pending"):
         yield Interrupted(pending=result["pending"])

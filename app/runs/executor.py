@@ -128,6 +128,7 @@ class Executor:
         status = "failed"
         started = time.monotonic()
         partial_answer: list[str] = []  # the answer being streamed, cut by a cancel
+        partial_id: str | None = None
         first_token_s: float | None = None
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         self.metrics.run_started()
@@ -149,10 +150,12 @@ class Executor:
                             stream = stream_turn(self.graph, graph_input, config, context)
                             async for mode, chunk in stream:
                                 if mode == "updates" and "agent" in chunk:
-                                    partial_answer.clear()
+                                    partial_answer.clear()  # that answer is stored whole
+                                    partial_id = None
                                 for event in recorder.on_chunk(mode, chunk):
                                     if isinstance(event, Token):
                                         partial_answer.append(event.text)
+                                        partial_id = event.message_id
                                         if first_token_s is None:
                                             first_token_s = time.monotonic() - started
                                     run.emit(event)
@@ -190,6 +193,7 @@ class Executor:
                     config,
                     thread_id=run.thread_id,
                     partial="".join(partial_answer),
+                    partial_id=partial_id,
                     ledger=self.ledger,
                     write_names=self.write_names,
                 )
