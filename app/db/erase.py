@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -149,6 +149,7 @@ class Erased:
     executions_redacted: int = 0
     audit_rows_redacted: int = 0
     handoff_tickets_redacted: int = 0
+    outcomes_anonymised: int = 0  # analytics keeps the counts, not whose they were
 
     def summary(self) -> str:
         return ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in asdict(self).items())
@@ -214,10 +215,17 @@ async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
                       AND summary <> '{ERASED_SUMMARY}'"""
             ),
         )
+        # The conversations' outcomes stay for the shop's analytics, under an id that no
+        # longer names the user (the thread id began with theirs).
+        anonymised = await delete(
+            """UPDATE conversation_outcomes
+               SET user_id = NULL, thread_id = 'erased-' || md5(thread_id)
+               WHERE user_id = %(user_id)s OR starts_with(thread_id, %(prefix)s)"""
+        )
         # Released, not deleted: a lease's generation must never start again at 1.
         await conn.execute(
             """UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
                WHERE run_id = %(run)s""",
             params,
         )
-        return erased
+        return replace(erased, outcomes_anonymised=anonymised)

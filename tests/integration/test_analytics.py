@@ -356,3 +356,25 @@ class TestCommandLine:
         totals = json.loads(reported.stdout)["totals"]
         assert totals["conversations"] == 5 and totals["handed_off"] == 1
         assert "| total | 5 |" in markdown.stdout
+
+
+class TestErase:
+    async def test_erasing_a_customer_keeps_their_outcomes_without_their_id(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        from app.db.erase import erase_user
+
+        await a_day(client, server, scripted_model_session)
+        await sweep(db, policy(server))
+        erased = await erase_user(db, NOAH)
+        async with db.connection() as conn:
+            cur = await conn.execute("SELECT user_id, thread_id FROM conversation_outcomes")
+            rows = await cur.fetchall()
+
+        assert erased.outcomes_anonymised == 5 and len(rows) == 5
+        assert all(r["user_id"] is None for r in rows)
+        assert not any(NOAH in r["thread_id"] for r in rows)
