@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil  # type: ignore[import-untyped]
 import psycopg
 
 from benchmarks.client import SSE, OurClient, Pool, read_stream
@@ -230,7 +231,17 @@ def targets(url: str) -> dict[str, list[tuple[str, str, str]]]:
     return {"read": reads[: len(reads) // 2], "write": writes}
 
 
-async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -> dict[str, Any]:
+def cpu_s(pid: int | None) -> float:
+    """The service process's CPU seconds so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+async def measure(
+    service_url: str, counter: Counter, turns: int, warmup: int, pid: int | None = None
+) -> dict[str, Any]:
     session = Session(service_url, turns)
     pools = targets(counter.conn.info.dsn)
     reads, writes = pools["read"], pools["write"]
@@ -247,7 +258,9 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
     idle_s = 4.0
     before = counter.snapshot()
     sites_before = dict(counter.sites)
+    idle_cpu0 = cpu_s(pid)
     await asyncio.sleep(idle_s)
+    idle_cpu = cpu_s(pid) - idle_cpu0
     after = counter.snapshot()
     background_sites = {k: v - sites_before.get(k, 0) for k, v in counter.sites.items()}
     background = {q: (c, t) for q, (c, t) in after[0].items()}
@@ -267,6 +280,7 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
         counter.reset()
         _, trips0 = counter.snapshot()
         sites0 = dict(counter.sites)
+        cpu0 = cpu_s(pid)
         started = time.monotonic()
         for i in range(turns):
             user_pool = writes if kind == "write" else reads
@@ -274,6 +288,7 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
             await session.turn(kind, user_pool[i], name)
         await asyncio.sleep(0.5)  # whatever a turn finishes after its `done` event
         elapsed = time.monotonic() - started
+        cpu = cpu_s(pid) - cpu0 - idle_cpu * (elapsed / idle_s)
         statements, trips1 = counter.snapshot()
         sites = {
             k: (v - sites0.get(k, 0) - background_sites.get(k, 0) * (elapsed / idle_s)) / turns
@@ -292,6 +307,8 @@ async def measure(service_url: str, counter: Counter, turns: int, warmup: int) -
             "label": LABELS[kind],
             "statements_per_turn": sum(float(r["calls_per_turn"]) for r in rows),
             "round_trips_per_turn": max(trips, 0.0) / turns,
+            # one customer at a time; the counting wrapper's own work included
+            "cpu_ms_per_turn": 1000 * max(cpu, 0.0) / turns if pid is not None else None,
             "elapsed_s": elapsed,
             "statements": rows,
             "round_trip_sites": [
@@ -319,13 +336,14 @@ def render(r: dict[str, Any], top: int = 12) -> str:
         f" ({r['background']['statements'] / r['background']['seconds']:.1f} statements/s)"
         " is subtracted.",
         "",
-        "| turn | statements/turn | round trips/turn |",
-        "|---|---:|---:|",
+        "| turn | statements/turn | round trips/turn | service CPU ms/turn |",
+        "|---|---:|---:|---:|",
     ]
     for kind in kinds.values():
+        cpu = kind.get("cpu_ms_per_turn")
         lines.append(
             f"| {kind['label']} | {kind['statements_per_turn']:.1f}"
-            f" | {kind['round_trips_per_turn']:.1f} |"
+            f" | {kind['round_trips_per_turn']:.1f} | {'-' if cpu is None else f'{cpu:.1f}'} |"
         )
     lines.append("")
     for kind in kinds.values():
@@ -404,7 +422,8 @@ def run(turns: int, warmup: int, out: Path) -> dict[str, Any]:
         )
         counter = Counter(pg.url, count_file)
         try:
-            return asyncio.run(measure(service_url, counter, turns, warmup))
+            pid = procs[-1].pid
+            return asyncio.run(measure(service_url, counter, turns, warmup, pid))
         finally:
             counter.conn.close()
     finally:
