@@ -32,8 +32,7 @@ from app.runs.leases import ThreadLeases
 
 log = structlog.get_logger(__name__)
 
-ACTIONS = ("accept", "take_over", "transfer", "release")
-FILTERS = ("queued", "mine", "human", "all")
+
 STAFF_MESSAGE_NAMESPACE = uuid.UUID("0c6f2f38-4a39-4f7e-9a8e-3f0f7b7a5d21")
 
 _CHANGE = "SELECT * FROM cs_control(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"

@@ -7,9 +7,6 @@ try at once, and a sweep that fails (the database is away) is tried again next t
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import random
 from typing import Any
 
 import structlog
@@ -17,27 +14,22 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.db.retention import Policy, sweep
+from app.runs.periodic import PeriodicSweep
 
 log = structlog.get_logger(__name__)
 
 
-class RetentionSweeper:
+class RetentionSweeper(PeriodicSweep):
+    name = "retention sweep"
+
     def __init__(self, pool: AsyncConnectionPool[Any], settings: Settings) -> None:
+        super().__init__(settings.retention_sweep_every_s)
         self.pool = pool
         self.policy = Policy.from_settings(settings)
-        self.every_s = settings.retention_sweep_every_s
-        self._task: asyncio.Task[None] | None = None
 
-    async def open(self) -> None:
-        if self.every_s > 0 and self.policy.active:
-            self._task = asyncio.create_task(self._sweep_forever())
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    @property
+    def active(self) -> bool:
+        return super().active and self.policy.active
 
     async def sweep_once(self) -> None:
         swept = await sweep(self.pool, self.policy)
@@ -45,12 +37,3 @@ class RetentionSweeper:
             log.debug("retention sweep skipped: another replica is sweeping")
         elif swept.threads_deleted or swept.threads_pruned or swept.threads_busy:
             log.info("retention sweep", **{k: v for k, v in vars(swept).items() if v})
-
-    async def _sweep_forever(self) -> None:
-        await asyncio.sleep(random.uniform(0, self.every_s))
-        while True:
-            try:
-                await self.sweep_once()
-            except Exception as error:  # the database is away or a lock timed out: next time
-                log.warning("retention sweep failed", error_type=type(error).__name__)
-            await asyncio.sleep(self.every_s)
