@@ -168,6 +168,17 @@ class Settings(BaseSettings):
     late_handoff_turns: int = Field(default=4, ge=0)
     slow_answer_s: float = Field(default=30.0, gt=0)
     price_table: Annotated[dict[str, dict[str, float]], NoDecode] = Field(default_factory=dict)
+    # The model judge (app/analytics/judge.py), off unless QA_JUDGE_MODEL is set: after each
+    # sweep it scores a QA_SAMPLE_RATE share of the outcomes (by thread id, so the same ones
+    # on every replica) 1-5 on a rubric, at most QA_JUDGE_BATCH_SIZE per sweep, through any
+    # OpenAI-compatible endpoint (QA_JUDGE_BASE_URL; unset: OpenAI's). It is sent the
+    # conversation's text and tool results. Its tokens are priced from PRICE_TABLE.
+    qa_judge_model: str | None = None
+    qa_judge_base_url: str | None = None
+    qa_judge_api_key: SecretStr | None = None
+    qa_judge_timeout_s: float = Field(default=60.0, gt=0)
+    qa_judge_batch_size: int = Field(default=20, ge=1, le=1000)
+    qa_sample_rate: float = Field(default=0.1, ge=0, le=1)
 
     # Rate limits and the model-token budget (app/api/ratelimit.py), held in Postgres so they
     # hold across replicas. Each limit allows `*_burst` requests at once, then refills at its
@@ -244,7 +255,13 @@ class Settings(BaseSettings):
     def serves_api_docs(self) -> bool:
         return self.app_env != "prod" if self.api_docs_enabled is None else self.api_docs_enabled
 
-    @field_validator("db_prepare_threshold", "thread_ttl_days", "history_keep_days", mode="before")
+    @field_validator(
+        "db_prepare_threshold",
+        "thread_ttl_days",
+        "history_keep_days",
+        "qa_judge_model",
+        mode="before",
+    )
     @classmethod
     def _none_turns_off(cls, value: object) -> object:
         # `none` turns the rule off: DB_PREPARE_THRESHOLD=none (PgBouncer in transaction
