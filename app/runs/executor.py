@@ -223,7 +223,7 @@ class Executor:
         # One statement records the outcome and releases the lease, before `done`, so a
         # client may post its next message as soon as it sees it.
         recorded, checkpoint_id = await self.outcomes.close(
-            run, status, result, title=title, added=added
+            run, status, result, title=title, added=added, first_token_s=first_token_s
         )
         if run.lease is not None:
             if recorded:

@@ -69,7 +69,14 @@ class Outcomes:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def close(
-        self, run: Run, status: str, result: dict[str, Any], *, title: str | None, added: int
+        self,
+        run: Run,
+        status: str,
+        result: dict[str, Any],
+        *,
+        title: str | None,
+        added: int,
+        first_token_s: float | None = None,
     ) -> tuple[bool, str | None]:
         """Record the outcome, the checkpoint the run ended on (a failed run's too: its
         finished steps are saved), the thread's activity and the log not shipped yet, and
@@ -90,6 +97,7 @@ class Outcomes:
             lease=run.lease,
             user_id=run.user_id or None,
             handoff=handoff,
+            ttft_ms=None if first_token_s is None else round(first_token_s * 1000),
         )
         try:
             checkpoint_id = await asyncio.shield(self._with_retries(run, close))

@@ -18,7 +18,7 @@ def _dumps(value: Any) -> bytes | str:
     return json_bytes(value) or json.dumps(value, default=str)
 
 
-_RUN_FIELDS = """run_id, status, created_at, finished_at, owner,
+_RUN_FIELDS = """run_id, status, created_at, finished_at, owner, ttft_ms,
     result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id"""
 
 
@@ -209,6 +209,7 @@ class RunRepository:
         lease: Lease | None = None,
         user_id: str | None = None,
         handoff: dict[str, Any] | None = None,
+        ttft_ms: int | None = None,
     ) -> str | None:
         """Record a run's outcome with the checkpoint it ended on, the thread's activity, the
         part of its log not shipped yet (`events`, as the last chunk), the day's tokens of
@@ -236,6 +237,7 @@ class RunRepository:
                     "last_seq": events[-1][0] if events else None,
                     "user_id": user_id,
                     "tokens": tokens,
+                    "ttft_ms": ttft_ms,
                     "generation": lease.generation if lease is not None else None,
                     "lease_run": lease.run_id if lease is not None else None,
                     "handoff": handoff is not None,

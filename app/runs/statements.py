@@ -26,7 +26,7 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
                title = CASE WHEN title = '' THEN coalesce(%(title)s, '') ELSE title END
         WHERE thread_id = %(thread_id)s
     ), run AS (
-        UPDATE runs SET status = %(status)s, finished_at = now(),
+        UPDATE runs SET status = %(status)s, finished_at = now(), ttft_ms = %(ttft_ms)s,
                result = jsonb_set(%(result)s, '{{checkpoint_id}}',
                    coalesce(to_jsonb((SELECT checkpoint_id FROM latest)), 'null'::jsonb)),
                cancel_requested = false, tail_requested = false

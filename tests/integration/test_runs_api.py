@@ -89,12 +89,22 @@ class TestRunRecords:
         one = (await client.get(f"/threads/runs-rec1/runs/{run_id}", headers=h)).json()
         assert one["status"] == "completed"
         assert one["duration_s"] >= 0 and one["usage"]["output_tokens"] > 0
+        assert 0 <= one["ttft_ms"] <= one["duration_s"] * 1000 + 1
         # another customer's view of it is a plain 404
         other = server.headers(MIA)
         assert (
             await client.get(f"/threads/runs-rec1/runs/{run_id}", headers=other)
         ).status_code == 404
         assert (await client.get("/threads/runs-rec1/runs/nope", headers=h)).status_code == 404
+
+    async def test_a_run_records_its_time_to_first_token(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(Script([Reply.say("Hello there!")]), latency=Latency(ttft_ms=300))
+        h = server.headers(NOAH)
+        posted = await client.post("/threads/runs-ttft/messages", json={"content": "hi"}, headers=h)
+        run = (await client.get(posted.headers["content-location"], headers=h)).json()
+        assert 300 <= run["ttft_ms"] <= run["duration_s"] * 1000 + 1
 
     async def test_the_stream_announces_its_run_first(
         self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer

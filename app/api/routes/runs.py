@@ -35,6 +35,7 @@ def _view(row: dict[str, Any]) -> dict[str, Any]:
         "created_at": started.isoformat(),
         "finished_at": finished.isoformat() if finished else None,
         "duration_s": (finished - started).total_seconds() if finished else None,
+        "ttft_ms": row.get("ttft_ms"),  # to the answer's first token; null: none streamed
         "checkpoint_id": row["checkpoint_id"],
         "usage": row["usage"],
     }
