@@ -105,10 +105,16 @@ def connection_lost(exc: psycopg.OperationalError) -> bool:
     return exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
 
 
-class RetryReadOnce:
-    """A GET or HEAD whose database connection died under it runs once more: a read has no
-    effect to repeat, and the pool has checked its idle connections by then (app/db/pool.py).
-    Innermost of the middleware, so the client, the logs and the request id see one request.
+# A terminate of every backend can kill the connection a retry got too (the pool's check and
+# the kill race): two more tries, each on a connection checked after the last one died.
+READ_TRIES = 3
+
+
+class RetryLostReads:
+    """A GET or HEAD whose database connection died under it runs again (up to READ_TRIES
+    in all): a read has no effect to repeat, and the pool has checked its idle connections
+    by then (app/db/pool.py). Innermost of the middleware, so the client, the logs and the
+    request id see one request.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -118,29 +124,40 @@ class RetryReadOnce:
         if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
+        for attempt in range(1, READ_TRIES + 1):
+            body = receive if attempt == 1 else _empty_body(receive)
+            if not await self._try(scope, body, send, may_retry=attempt < READ_TRIES):
+                return
+            log.info("read retried after a lost database connection", path=scope.get("path"))
+
+    async def _try(self, scope: Scope, receive: Receive, send: Send, *, may_retry: bool) -> bool:
+        """One try; True when its connection died and nothing of it reached the client."""
         retry = False
 
-        async def first_try(message: Message) -> None:
+        async def held_back(message: Message) -> None:
             nonlocal retry
             if message["type"] == "http.response.start":
-                retry = bool(scope.get("state", {}).pop(CONNECTION_LOST, False))
+                lost = bool(scope.get("state", {}).pop(CONNECTION_LOST, False))
+                retry = lost and may_retry
             if not retry:
                 await send(message)
 
-        await self.app(scope, receive, first_try)
-        if not retry:
-            return
-        log.info("read retried after a lost database connection", path=scope.get("path"))
-        replayed = False
+        await self.app(scope, receive, held_back)
+        return retry
 
-        async def receive_again() -> Message:
-            nonlocal replayed  # the first try consumed the (empty) body
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": b"", "more_body": False}
-            return await receive()
 
-        await self.app(scope, receive_again, send)
+def _empty_body(receive: Receive) -> Receive:
+    """The (empty) body of a GET again: the first try consumed it."""
+    replayed = False
+
+    async def receive_again() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        return await receive()
+
+    return receive_again
 
 
 STATUS_CODES = {
@@ -155,7 +172,7 @@ STATUS_CODES = {
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_middleware(RetryReadOnce)  # added first: the innermost middleware
+    app.add_middleware(RetryLostReads)  # added first: the innermost middleware
 
     @app.exception_handler(AppError)
     async def _app_error(request: Request, exc: AppError) -> JSONResponse:
@@ -192,7 +209,7 @@ def install_error_handlers(app: FastAPI) -> None:
     ) -> JSONResponse:
         log.warning("database unavailable", error_type=type(exc).__name__)
         if connection_lost(exc):
-            setattr(request.state, CONNECTION_LOST, True)  # RetryReadOnce runs a read again
+            setattr(request.state, CONNECTION_LOST, True)  # RetryLostReads runs a read again
         return JSONResponse(
             error_body("database_unavailable", DATABASE_UNAVAILABLE),
             status_code=503,
