@@ -3,7 +3,8 @@
 Deleting a thread removes its conversation (the route's delete). The records of the writes
 it made stay, because the shop's books and the audit trail need them, but only as ids, the
 tool, the outcome's status and amounts, and the time: addresses, names, emails and free text
-are dropped from `tool_executions` and `audit_log` (`redact_arguments`, `redact_outcome`).
+are dropped from `tool_executions` and `audit_log` (`redact_arguments`, `redact_outcome`,
+and the audit rows' before-images).
 The day's model tokens are a counter per user (`token_usage`), which no thread's delete
 touches, so a deleted thread does not give its tokens back to the day's budget.
 
@@ -24,6 +25,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.db import before_images
 from app.db.writes import recorded_data
 from app.jsontext import compact_json
 from app.memory.store import namespace
@@ -120,10 +122,29 @@ async def _redact(
     return len(changed)
 
 
+async def _redact_images(conn: AsyncConnection[Any], where: str, params: dict[str, Any]) -> None:
+    """The audit rows' before-images lose names, emails and addresses (ids, statuses and
+    amounts stay, as in the rest of the record)."""
+    cur = await conn.execute(
+        f"SELECT id, before_image FROM audit_log WHERE ({where}) AND before_image IS NOT NULL"
+        " FOR UPDATE",
+        params,
+    )
+    changed = []
+    for row in await cur.fetchall():
+        redacted = before_images.redact(row["before_image"])
+        if redacted != row["before_image"]:
+            changed.append((Jsonb(redacted), row["id"]))
+    if changed:
+        async with conn.cursor() as cur:
+            await cur.executemany("UPDATE audit_log SET before_image = %s WHERE id = %s", changed)
+
+
 async def redact_thread_records(pool: AsyncConnectionPool[Any], thread_id: str) -> int:
     params = {"thread_id": thread_id}
     async with pool.connection() as conn, conn.transaction():
         executions = await _redact(conn, "tool_executions", "idempotency_key", _THREAD, params)
+        await _redact_images(conn, _THREAD, params)
         return executions + await _redact(conn, "audit_log", "id", _THREAD, params)
 
 
@@ -196,6 +217,7 @@ async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
         if any(row["generation"] is None for row in claimed):
             raise ThreadsBusy("a reply is running on one of the user's threads; retry")
         prefix = "WHERE starts_with(thread_id, %(prefix)s)"
+        await _redact_images(conn, _USER_AUDIT, params)
         erased = Erased(
             checkpoint_writes=await delete(f"DELETE FROM checkpoint_writes {prefix}"),
             checkpoint_blobs=await delete(f"DELETE FROM checkpoint_blobs {prefix}"),

@@ -10,6 +10,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from app.db import before_images
 from app.domain.models import (
     Address,
     Customer,
@@ -47,18 +48,24 @@ class ShopRepository:
     async def get_customer(self, customer_id: str, *, for_update: bool = False) -> Customer | None:
         """The customer; `for_update` also locks their payment methods (gift card balances)."""
         lock = " FOR UPDATE" if for_update else ""
+        image = _image_column(for_update)
         row = await self._one(
-            f"SELECT id, first_name, last_name, email, {_ADDRESS} FROM customers"
+            f"SELECT id, first_name, last_name, email, {_ADDRESS}{image} FROM customers t"
             f" WHERE id = %s{lock}",
             (customer_id,),
         )
         if row is None:
             return None
         methods = await self._all(
-            "SELECT id, source, brand, last_four, balance FROM payment_methods"
+            f"SELECT id, source, brand, last_four, balance{image} FROM payment_methods t"
             f" WHERE customer_id = %s ORDER BY position, id{lock}",
             (customer_id,),
         )
+        if image:
+            before_images.keep(
+                f"customer:{customer_id}",
+                {"customers": [row["image"]], "payment_methods": [m["image"] for m in methods]},
+            )
         orders = await self._all(
             "SELECT id FROM orders WHERE customer_id = %s ORDER BY position, id", (customer_id,)
         )
@@ -122,28 +129,30 @@ class ShopRepository:
 
     async def get_order(self, order_id: str, *, for_update: bool = False) -> Order | None:
         lock = " FOR UPDATE" if for_update else ""
+        image = _image_column(for_update)
         # All four are issued before any is read: in pipeline mode (read_snapshot) they go
         # in one round trip. The server runs them in order, so a FOR UPDATE holds the row
         # before its items are read, as when they went one by one.
         order = await self._conn.execute(
             f"SELECT id, customer_id, {_ADDRESS}, status, cancel_reason, return_items,"
             " return_payment_method_id, exchange_items, exchange_new_items,"
-            " exchange_payment_method_id, exchange_price_difference"
-            f" FROM orders WHERE id = %s{lock}",
+            f" exchange_payment_method_id, exchange_price_difference{image}"
+            f" FROM orders t WHERE id = %s{lock}",
             (order_id,),
         )
         item_rows = await self._conn.execute(
-            "SELECT product_id, item_id, name, price, options FROM order_items"
+            f"SELECT product_id, item_id, name, price, options{image} FROM order_items t"
             " WHERE order_id = %s ORDER BY position",
             (order_id,),
         )
         fulfillment_rows = await self._conn.execute(
-            "SELECT tracking_ids, item_ids FROM fulfillments WHERE order_id = %s ORDER BY position",
+            f"SELECT tracking_ids, item_ids{image} FROM fulfillments t"
+            " WHERE order_id = %s ORDER BY position",
             (order_id,),
         )
         payment_rows = await self._conn.execute(
-            "SELECT transaction_type, amount, payment_method_id FROM payment_transactions"
-            " WHERE order_id = %s ORDER BY position",
+            f"SELECT transaction_type, amount, payment_method_id{image}"
+            " FROM payment_transactions t WHERE order_id = %s ORDER BY position",
             (order_id,),
         )
         row = await order.fetchone()
@@ -152,6 +161,16 @@ class ShopRepository:
         payments = await payment_rows.fetchall()
         if row is None:
             return None
+        if image:
+            before_images.keep(
+                f"order:{order_id}",
+                {
+                    "orders": [row["image"]],
+                    "order_items": [i["image"] for i in items],
+                    "fulfillments": [f["image"] for f in fulfillments],
+                    "payment_transactions": [p["image"] for p in payments],
+                },
+            )
         return Order(
             id=row["id"],
             customer_id=row["customer_id"],
@@ -285,6 +304,14 @@ class ShopRepository:
         if row is None:
             raise RepositoryError("handoff ticket was not inserted")
         return int(row["id"])
+
+
+def _image_column(for_update: bool) -> str:
+    """The row as JSON beside its columns, for a write's before-image (app/db/before_images):
+    only in a locking read while a write collects, so no other read pays for it."""
+    if not (for_update and before_images.active()):
+        return ""
+    return ", to_jsonb(t) - 'updated_at' AS image"
 
 
 def _address(row: Row) -> Address:

@@ -1,7 +1,9 @@
 """The single transactional write path: exactly-once per idempotency key, always audited.
 
 One transaction holds the key's advisory lock, checks `tool_executions`, runs the action and
-records its outcome, so the effect and its record commit together or not at all.
+records its outcome, so the effect and its record commit together or not at all. The audit
+row keeps the write's before-image: the rows it locked, as it found them
+(app/db/before_images.py), for replaying a conversation from its start.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.db import before_images
 from app.db.checkpointer import store_held
 from app.db.leases import fence
 from app.domain.errors import RuleViolation
@@ -124,13 +127,16 @@ async def _execute_write(
             previous = await cursor.fetchone()
             if previous is not None:
                 return WriteOutcome.recorded(previous["ok"], previous["outcome"])
+            image: before_images.Image | None = None
             try:
-                async with conn.transaction():  # a savepoint: a refused rule leaves no trace
-                    outcome = WriteOutcome.of(await action(conn))
+                with before_images.collecting() as collected:
+                    async with conn.transaction():  # a savepoint: a refused rule leaves no trace
+                        outcome = WriteOutcome.of(await action(conn))
+                image = collected  # kept only when the action went through
             except RuleViolation as refused:
                 outcome = WriteOutcome(False, error_text(refused.message))
             await record.insert_execution(conn, outcome)
-            await record.insert_audit(conn, outcome)
+            await record.insert_audit(conn, outcome, image)
             return outcome
     except LeaseLost:
         raise  # another run holds the thread now: this one stops, nothing was written
@@ -182,10 +188,17 @@ class _Record:
             ),
         )
 
-    async def insert_audit(self, conn: AsyncConnection[Any], outcome: WriteOutcome) -> None:
+    async def insert_audit(
+        self,
+        conn: AsyncConnection[Any],
+        outcome: WriteOutcome,
+        image: before_images.Image | None = None,
+    ) -> None:
+        """The audit row, with the write's before-image (None: nothing was changed)."""
         await conn.execute(
             "INSERT INTO audit_log (actor, customer_id, thread_id, tool_name, arguments, ok,"
-            " outcome, idempotency_key) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            " outcome, idempotency_key, before_image) VALUES (%s, %s, %s, %s, %s, %s, %s, %s,"
+            " %s)",
             (
                 self.actor,
                 self.customer_id,
@@ -195,6 +208,7 @@ class _Record:
                 outcome.ok,
                 outcome.text,
                 self.key,
+                None if image is None else Jsonb(image, dumps=_dumps),
             ),
         )
 
