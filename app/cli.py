@@ -171,6 +171,7 @@ def cmd_prune(args: argparse.Namespace) -> None:
 
 
 def cmd_outcomes_refresh(args: argparse.Namespace) -> None:
+    from app.analytics.judging import judge_after_sweep
     from app.analytics.sweep import SweepPolicy, sweep
 
     settings = _settings_with_database()
@@ -182,6 +183,9 @@ def cmd_outcomes_refresh(args: argparse.Namespace) -> None:
             print("another sweep holds the outcomes lock; nothing done")
         else:
             print(f"outcomes: {swept.outcomes} computed in {swept.batches} batches")
+        judged = await judge_after_sweep(pool, settings)  # None: the judge is off
+        if judged is not None:
+            print(f"judged: {judged.scored} scored, {judged.unscored} left unscored")
 
     asyncio.run(_with_pool(settings, refresh))
 

@@ -59,7 +59,14 @@ _CONTROL = """SELECT l.thread_id, l.control, l.control_reason,
         (SELECT min(k.created_at) FROM handoff_tickets k
             WHERE k.thread_id = l.thread_id) AS ticket_at
     FROM thread_leases l WHERE l.thread_id = ANY(%s)"""
-_UPSERT = """INSERT INTO conversation_outcomes (thread_id, user_id, result, handoff_reason,
+# A conversation that went on since it was judged is judged again (the judge's spend stays).
+_SAME = "conversation_outcomes.activity_at = EXCLUDED.activity_at"
+_JUDGED_AGAIN = f"""score = CASE WHEN {_SAME} THEN conversation_outcomes.score END,
+        score_reasons = CASE WHEN {_SAME} THEN conversation_outcomes.score_reasons END,
+        judged_at = CASE WHEN {_SAME} THEN conversation_outcomes.judged_at END,
+        judge_error = CASE WHEN {_SAME} THEN conversation_outcomes.judge_error END,
+        judge_attempts = CASE WHEN {_SAME} THEN conversation_outcomes.judge_attempts ELSE 0 END"""
+_UPSERT = f"""INSERT INTO conversation_outcomes (thread_id, user_id, result, handoff_reason,
         turns, duration_s, ttft_p50_ms, tool_calls, tool_errors, tool_calls_by_tool,
         tool_errors_by_tool, breaker_trips, confirmations_asked, confirmations_approved,
         confirmations_declined, writes_by_tool, model_calls, tokens_in, tokens_out, cost_usd,
@@ -85,7 +92,8 @@ _UPSERT = """INSERT INTO conversation_outcomes (thread_id, user_id, result, hand
         tokens_in = EXCLUDED.tokens_in, tokens_out = EXCLUDED.tokens_out,
         cost_usd = EXCLUDED.cost_usd, flags = EXCLUDED.flags,
         started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
-        activity_at = EXCLUDED.activity_at, computed_at = now()"""
+        activity_at = EXCLUDED.activity_at, computed_at = now(),
+        {_JUDGED_AGAIN}"""
 _JSON_COLUMNS = ("tool_calls_by_tool", "tool_errors_by_tool", "writes_by_tool", "flags")
 
 

@@ -2,7 +2,8 @@
 
 Every replica runs the loop; the sweep's advisory lock lets one of them work at a time. As
 with retention, the first sweep waits a random part of the interval, and a sweep that fails
-is tried again next time.
+is tried again next time. After the sweep, with the judge on, comes the judging step
+(app/analytics/judging.py), outside the sweep's lock and transactions.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app.analytics.judging import judge_after_sweep
 from app.analytics.sweep import SweepPolicy, sweep
 from app.config import Settings
 from app.runs.periodic import PeriodicSweep
@@ -25,6 +27,7 @@ class OutcomeSweeper(PeriodicSweep):
     def __init__(self, pool: AsyncConnectionPool[Any], settings: Settings) -> None:
         super().__init__(settings.outcomes_sweep_every_s)
         self.pool = pool
+        self.settings = settings
         self.policy = SweepPolicy.from_settings(settings)
 
     async def sweep_once(self) -> None:
@@ -33,3 +36,6 @@ class OutcomeSweeper(PeriodicSweep):
             log.debug("outcome sweep skipped: another replica is sweeping")
         elif swept.outcomes:
             log.info("outcome sweep", outcomes=swept.outcomes, batches=swept.batches)
+        judged = await judge_after_sweep(self.pool, self.settings)
+        if judged is not None and (judged.scored or judged.unscored):
+            log.info("outcomes judged", scored=judged.scored, unscored=judged.unscored)
