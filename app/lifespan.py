@@ -15,6 +15,7 @@ from app.agent.graph import build_graph
 from app.agent.llm import build_chat_model, model_http_client
 from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
+from app.api.lg.webhooks import run_webhook_renderer
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
@@ -26,6 +27,7 @@ from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls
+from app.runs.feed import ThreadFeed
 from app.runs.inspect import ThreadInspector
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
@@ -101,18 +103,24 @@ async def build_services(
         outcomes = OutcomeSweeper(pool, settings)  # one replica at a time (advisory lock)
         await outcomes.open()
         stack.push_async_callback(outcomes.close)
-        webhooks = WebhookWorker(pool, settings)  # every replica; rows claimed SKIP LOCKED
+        feed = ThreadFeed(pool)
+        stack.push_async_callback(feed.close)
+        inspector = ThreadInspector(graph, leases, repo, archive)
+        # every replica; rows claimed SKIP LOCKED; a run's body rendered as the /lg API's
+        render = run_webhook_renderer(pool, inspector)
+        webhooks = WebhookWorker(pool, settings, render=render)
         await webhooks.open()
         stack.push_async_callback(webhooks.close)
         yield Services(
             settings=settings,
             pool=pool,
             runs=runs,
-            inspector=ThreadInspector(graph, leases, repo, archive),
+            inspector=inspector,
             controls=Controls(pool, graph, leases, settings, runs.cancel, metrics),
             repo=repo,
             store=store,
             metrics=metrics,
+            feed=feed,
             model_label=label,
         )
 

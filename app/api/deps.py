@@ -18,6 +18,7 @@ from app.errors import Unauthorized
 from app.identity import Principal
 from app.metrics import Metrics
 from app.runs.control import Controls
+from app.runs.feed import ThreadFeed
 from app.runs.inspect import ThreadInspector
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
@@ -34,6 +35,7 @@ class Services:
     repo: RunRepository
     store: BaseStore
     metrics: Metrics
+    feed: ThreadFeed  # the threads' own streams, one poller for the process
     model_label: str  # "demo" or the configured model name
 
     @cached_property

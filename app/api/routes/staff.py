@@ -4,7 +4,6 @@ for a missing thread; the thread's own stream (`/events`) serves the customer to
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -26,7 +25,6 @@ from app.runs.threads import InvalidThreadId, thread_id
 
 router = APIRouter(tags=["staff"], responses=JSON_ERRORS)
 
-EVENTS_POLL_S = 0.3
 MAX_CONTENT_CHARS = 8000
 
 
@@ -183,20 +181,9 @@ def _last_event_id(value: str | None) -> int:
 
 
 async def _thread_events(services: Any, thread: str, after: int) -> AsyncIterator[dict[str, Any]]:
-    """Everything new on the thread, polled by id (any replica, PgBouncer fine)."""
-    while True:
-        async with services.pool.connection() as conn:
-            cur = await conn.execute(
-                """SELECT id, kind, data FROM thread_events WHERE thread_id = %s AND id > %s
-                   ORDER BY id LIMIT 200""",
-                (thread, after),
-            )
-            rows = await cur.fetchall()
-        for row in rows:
-            after = row["id"]
-            yield {"id": str(row["id"]), "event": row["kind"], "data": json.dumps(row["data"])}
-        if not rows:
-            await asyncio.sleep(EVENTS_POLL_S)
+    """Everything new on the thread, from the process's one poller (app/runs/feed.py)."""
+    async for row in services.feed.follow(thread, after):
+        yield {"id": str(row["id"]), "event": row["kind"], "data": json.dumps(row["data"])}
 
 
 def _events_response(services: Any, thread: str, last_event_id: str | None) -> EventSourceResponse:
