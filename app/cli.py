@@ -202,7 +202,7 @@ def _since(text: str) -> float:
 
 
 def _markdown_report(report: dict[str, Any], since: str) -> str:
-    keys = list(report["totals"])
+    keys = [k for k, v in report["totals"].items() if not isinstance(v, dict)]  # not `tools`
     lines = [f"# cs-agent report, last {since}", "", "| period | " + " | ".join(keys) + " |"]
     lines.append("|" + " --- |" * (len(keys) + 1))
     rows = [(p["start"][:10], p) for p in report["periods"]] + [("total", report["totals"])]

@@ -7,13 +7,15 @@ A run's message views hold the customer's text, the agent's tool calls and each 
 result's status and text; the outcome keeps only counts, per-tool counts and flags (a code
 and a sentence written here, never a quote of the conversation).
 
-Time to first token is not recorded per run (only as a metric), so `ttft_p50_ms` is None;
-the slow-answer flag reads a turn's run time, from the customer's message to its end.
+Time to first token is each run's `runs.ttft_ms` (none for a run that streamed no token);
+the slow-answer flag reads it, and a run without one by its time to its end (a turn that
+only asked for a confirmation).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,6 +45,7 @@ class RunRecord:
     created_at: datetime
     finished_at: datetime | None
     error_codes: tuple[str, ...] = ()
+    ttft_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Outcome:
     turns: int
     duration_s: float
     ttft_p50_ms: float | None
+    ttft_runs_ms: list[int]
     tool_calls: int
     tool_errors: int
     tool_calls_by_tool: dict[str, int]
@@ -136,6 +140,7 @@ class _Tally:
         self.tokens_out = 0
         self.customer_texts: list[str] = []
         self.turn_of_run: dict[str, int] = {}
+        self.ttft_ms: list[int] = []
 
     def flag(self, code: str, reason: str) -> None:
         if not any(f["code"] == code and f["reason"] == reason for f in self.flags):
@@ -173,15 +178,29 @@ class _Tally:
         if run.status == "failed":
             codes = ", ".join(run.error_codes) or "no error code recorded"
             ended = "ran out of time" if DEADLINE_CODES & set(run.error_codes) else "failed"
-            self.flag("failed_run", f"The run of turn {turn} {ended} ({codes}).")
-        if said and run.finished_at is not None:
-            took = (run.finished_at - run.created_at).total_seconds()
-            if took > rules.slow_answer_s:
-                self.flag(
-                    "slow_answer",
-                    f"The answer to turn {turn} took {took:.0f} s "
-                    f"(more than {rules.slow_answer_s:g} s).",
-                )
+            # A failed turn stores nothing, its customer message neither: name the run by
+            # the turn it follows then.
+            which = f"The run of turn {turn}" if said else f"The run after turn {turn}"
+            which = "The first run" if not said and turn == 0 else which
+            self.flag("failed_run", f"{which} {ended} ({codes}).")
+        if run.ttft_ms is not None:
+            self.ttft_ms.append(run.ttft_ms)
+        if said:
+            self._slow(run, turn, rules)
+
+    def _slow(self, run: RunRecord, turn: int, rules: Rules) -> None:
+        if run.ttft_ms is not None:
+            took, what = run.ttft_ms / 1000, "first word of the answer"
+        elif run.finished_at is not None:
+            took, what = (run.finished_at - run.created_at).total_seconds(), "answer"
+        else:
+            return
+        if took > rules.slow_answer_s:
+            self.flag(
+                "slow_answer",
+                f"The {what} to turn {turn} took {took:.0f} s "
+                f"(more than {rules.slow_answer_s:g} s).",
+            )
 
     def _customer_said(self, text: str) -> None:
         turn = len(self.customer_texts) + 1
@@ -265,7 +284,8 @@ def compute(thread: ThreadRecord, rules: Rules) -> Outcome:
         handoff_reason=thread.handoff_reason if result == "handed_off" else None,
         turns=turns,
         duration_s=round((ended - started).total_seconds(), 3),
-        ttft_p50_ms=None,
+        ttft_p50_ms=float(statistics.median(tally.ttft_ms)) if tally.ttft_ms else None,
+        ttft_runs_ms=tally.ttft_ms,
         tool_calls=sum(tally.calls.values()),
         tool_errors=sum(tally.errors.values()),
         tool_calls_by_tool=dict(sorted(tally.calls.items())),

@@ -2,8 +2,10 @@
 conversations, from `conversation_outcomes` only (never a transcript).
 
 Rates are fractions of all conversations of the period, abandoned and failed ones included;
-`tool_error_rate` is the share of conversations with at least one failed tool call. A
-conversation belongs to the period it started in (UTC).
+`tool_error_rate` is the share of conversations with at least one failed tool call, and
+`tools` gives each tool's calls, failed calls and `error_rate` (failed / calls). Time to
+first token is the percentile over every run of the period that streamed a token. A
+conversation (and its runs) belongs to the period it started in (UTC).
 """
 
 from __future__ import annotations
@@ -33,13 +35,22 @@ _MEASURES = """count(*) AS conversations,
         count(*) FILTER (WHERE result = 'abandoned') AS abandoned,
         count(*) FILTER (WHERE result = 'failed') AS failed,
         count(*) FILTER (WHERE tool_errors > 0) AS with_tool_errors,
-        coalesce(sum(cost_usd), 0)::float8 AS cost_usd,
-        percentile_cont(0.5) WITHIN GROUP (ORDER BY ttft_p50_ms) AS ttft_p50_ms,
-        percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_p50_ms) AS ttft_p95_ms"""
+        coalesce(sum(cost_usd), 0)::float8 AS cost_usd"""
 _IN_RANGE = "started_at >= %(from)s AND started_at < %(to)s"
-_PERIODS = f"""SELECT date_trunc(%(group)s, started_at, 'UTC') AS start, {_MEASURES}
+_START = "date_trunc(%(group)s, started_at, 'UTC')"
+_PERIODS = f"""SELECT {_START} AS start, {_MEASURES}
     FROM conversation_outcomes WHERE {_IN_RANGE} GROUP BY 1 ORDER BY 1"""
 _TOTALS = f"SELECT {_MEASURES} FROM conversation_outcomes WHERE {_IN_RANGE}"
+# By period and over the whole range (the row whose period is NULL).
+_TTFT = f"""SELECT {_START} AS start,
+        percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS ttft_p50_ms,
+        percentile_cont(0.95) WITHIN GROUP (ORDER BY v) AS ttft_p95_ms
+    FROM conversation_outcomes CROSS JOIN LATERAL unnest(ttft_runs_ms) AS v
+    WHERE {_IN_RANGE} GROUP BY GROUPING SETS (({_START}), ())"""
+_TOOLS = f"""SELECT {_START} AS start, c.key AS tool, sum(c.value::int)::int AS calls,
+        sum(coalesce((tool_errors_by_tool ->> c.key)::int, 0))::int AS errors
+    FROM conversation_outcomes CROSS JOIN LATERAL jsonb_each_text(tool_calls_by_tool) AS c
+    WHERE {_IN_RANGE} GROUP BY 1, 2 ORDER BY 1, 2"""
 _LIST = """SELECT thread_id, result, handoff_reason, flags, score, score_reasons, turns,
         tool_calls, tool_errors, tokens_in, tokens_out, cost_usd::float8 AS cost_usd,
         started_at, ended_at
@@ -69,9 +80,21 @@ def _measures(row: dict[str, Any]) -> dict[str, Any]:
         "handoff_rate": _rate(int(row["handed_off"]), n),
         "tool_error_rate": _rate(int(row["with_tool_errors"]), n),
         "cost_usd": round(float(row["cost_usd"]), 6),
-        "ttft_p50_ms": row["ttft_p50_ms"],
-        "ttft_p95_ms": row["ttft_p95_ms"],
+        "ttft_p50_ms": None,
+        "ttft_p95_ms": None,
+        "tools": {},
     }
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 1)
+
+
+def _add_tool(tools: dict[str, dict[str, Any]], name: str, calls: int, errors: int) -> None:
+    tool = tools.setdefault(name, {"calls": 0, "errors": 0})
+    tool["calls"] += calls
+    tool["errors"] += errors
+    tool["error_rate"] = _rate(tool["errors"], tool["calls"])
 
 
 async def summary(
@@ -81,11 +104,18 @@ async def summary(
     async with pool.connection() as conn:
         periods = await (await conn.execute(_PERIODS, params)).fetchall()
         totals = await (await conn.execute(_TOTALS, params)).fetchone()
+        ttft = await (await conn.execute(_TTFT, params)).fetchall()
+        tools = await (await conn.execute(_TOOLS, params)).fetchall()
     assert totals is not None
-    return {
-        "periods": [{"start": r["start"].isoformat(), **_measures(r)} for r in periods],
-        "totals": _measures(totals),
-    }
+    by_start = {r["start"]: {"start": r["start"].isoformat(), **_measures(r)} for r in periods}
+    whole = _measures(totals)
+    for row in ttft:
+        into = whole if row["start"] is None else by_start[row["start"]]
+        into["ttft_p50_ms"], into["ttft_p95_ms"] = _ms(row["ttft_p50_ms"]), _ms(row["ttft_p95_ms"])
+    for row in tools:
+        _add_tool(by_start[row["start"]]["tools"], row["tool"], row["calls"], row["errors"])
+        _add_tool(whole["tools"], row["tool"], row["calls"], row["errors"])
+    return {"periods": list(by_start.values()), "totals": whole}
 
 
 async def conversations(

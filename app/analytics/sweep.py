@@ -44,7 +44,7 @@ _DUE = """SELECT t.thread_id, t.user_id, t.created_at,
           AND r.created_at > now() - make_interval(secs => %(running_s)s))
       AND (o.thread_id IS NULL OR o.activity_at < greatest(t.updated_at, a.last_run))
     ORDER BY t.thread_id LIMIT %(limit)s"""
-_RUNS = """SELECT thread_id, run_id, status, result, created_at, finished_at FROM runs
+_RUNS = """SELECT thread_id, run_id, status, result, created_at, finished_at, ttft_ms FROM runs
     WHERE thread_id = ANY(%s) ORDER BY thread_id, created_at, run_id"""
 _ERRORS = """SELECT c.run_id, e.value -> 2 ->> 'code' AS code
     FROM runs r JOIN run_event_chunks c ON c.run_id = r.run_id
@@ -67,12 +67,12 @@ _JUDGED_AGAIN = f"""score = CASE WHEN {_SAME} THEN conversation_outcomes.score E
         judge_error = CASE WHEN {_SAME} THEN conversation_outcomes.judge_error END,
         judge_attempts = CASE WHEN {_SAME} THEN conversation_outcomes.judge_attempts ELSE 0 END"""
 _UPSERT = f"""INSERT INTO conversation_outcomes (thread_id, user_id, result, handoff_reason,
-        turns, duration_s, ttft_p50_ms, tool_calls, tool_errors, tool_calls_by_tool,
+        turns, duration_s, ttft_p50_ms, ttft_runs_ms, tool_calls, tool_errors, tool_calls_by_tool,
         tool_errors_by_tool, breaker_trips, confirmations_asked, confirmations_approved,
         confirmations_declined, writes_by_tool, model_calls, tokens_in, tokens_out, cost_usd,
         flags, started_at, ended_at, activity_at, computed_at)
     VALUES (%(thread_id)s, %(user_id)s, %(result)s, %(handoff_reason)s, %(turns)s,
-        %(duration_s)s, %(ttft_p50_ms)s, %(tool_calls)s, %(tool_errors)s,
+        %(duration_s)s, %(ttft_p50_ms)s, %(ttft_runs_ms)s, %(tool_calls)s, %(tool_errors)s,
         %(tool_calls_by_tool)s, %(tool_errors_by_tool)s, %(breaker_trips)s,
         %(confirmations_asked)s, %(confirmations_approved)s, %(confirmations_declined)s,
         %(writes_by_tool)s, %(model_calls)s, %(tokens_in)s, %(tokens_out)s, %(cost_usd)s,
@@ -81,6 +81,7 @@ _UPSERT = f"""INSERT INTO conversation_outcomes (thread_id, user_id, result, han
         user_id = EXCLUDED.user_id, result = EXCLUDED.result,
         handoff_reason = EXCLUDED.handoff_reason, turns = EXCLUDED.turns,
         duration_s = EXCLUDED.duration_s, ttft_p50_ms = EXCLUDED.ttft_p50_ms,
+        ttft_runs_ms = EXCLUDED.ttft_runs_ms,
         tool_calls = EXCLUDED.tool_calls, tool_errors = EXCLUDED.tool_errors,
         tool_calls_by_tool = EXCLUDED.tool_calls_by_tool,
         tool_errors_by_tool = EXCLUDED.tool_errors_by_tool,
@@ -134,6 +135,7 @@ async def _load(conn: AsyncConnection[Any], due: list[dict[str, Any]]) -> list[T
                 created_at=row["created_at"],
                 finished_at=row["finished_at"],
                 error_codes=tuple(codes.get(row["run_id"], ())),
+                ttft_ms=row["ttft_ms"],
             )
         )
     writes: dict[str, list[WriteRecord]] = defaultdict(list)

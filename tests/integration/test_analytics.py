@@ -16,6 +16,7 @@ import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from app.agent.tool_exec import DECLINED
 from app.analytics.sweep import SweepPolicy, sweep
 from app.api.auth import issue_token
 from app.config import Settings
@@ -179,7 +180,15 @@ class TestOutcomes:
         abandoned = got["abandoned"]
         assert abandoned["confirmations_asked"] == 1
         assert abandoned["confirmations_approved"] == 0
-        assert abandoned["ttft_p50_ms"] is None  # not recorded per run
+        async with db.connection() as conn:
+            cur = await conn.execute(
+                """SELECT thread_id, array_agg(ttft_ms ORDER BY created_at, run_id) AS ttfts
+                   FROM runs WHERE ttft_ms IS NOT NULL GROUP BY thread_id"""
+            )
+            ttfts = {r["thread_id"].split(":", 1)[1]: r["ttfts"] for r in await cur.fetchall()}
+        assert ttfts["resolved"] and not ttfts.get("abandoned")  # it streamed no word
+        for key, row in got.items():
+            assert (row["ttft_runs_ms"] or []) == ttfts.get(key, [])
         for row in got.values():
             assert row["tokens_in"] > 0 and row["tokens_out"] > 0
             expected = (row["tokens_in"] * 1.0 + row["tokens_out"] * 2.0) / 1e6
@@ -246,8 +255,23 @@ async def sql_counts(pool: AsyncConnectionPool[Any]) -> dict[str, Any]:
                FROM conversation_outcomes"""
         )
         row = await cur.fetchone()
-    assert row is not None
-    return row
+        # From what the runs recorded, not from the outcomes: every run's time to first
+        # token, and each tool's results (a declined write was never called).
+        cur = await conn.execute(
+            """SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ttft_ms) AS p50,
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms) AS p95 FROM runs"""
+        )
+        ttft = await cur.fetchone()
+        cur = await conn.execute(
+            """SELECT m ->> 'name' AS tool, count(*) AS calls,
+                   count(*) FILTER (WHERE m ->> 'status' = 'error') AS errors
+               FROM runs CROSS JOIN LATERAL jsonb_array_elements(result -> 'messages') m
+               WHERE m ->> 'role' = 'tool' AND m ->> 'content' <> %s GROUP BY 1""",
+            (DECLINED,),
+        )
+        tools = {r["tool"]: (r["calls"], r["errors"]) for r in await cur.fetchall()}
+    assert row is not None and ttft is not None
+    return {**row, "ttft": ttft, "tools": tools}
 
 
 class TestAnalyticsApi:
@@ -272,7 +296,7 @@ class TestAnalyticsApi:
         assert set(totals) == {
             "conversations", "resolved", "handed_off", "abandoned", "failed",
             "resolution_rate", "handoff_rate", "tool_error_rate", "cost_usd",
-            "ttft_p50_ms", "ttft_p95_ms",
+            "ttft_p50_ms", "ttft_p95_ms", "tools",
         }  # fmt: skip
         n = counted["n"]
         assert totals["conversations"] == n == 5
@@ -280,7 +304,15 @@ class TestAnalyticsApi:
         assert totals["handoff_rate"] == pytest.approx(counted["handed_off"] / n, abs=1e-4)
         assert totals["tool_error_rate"] == pytest.approx(counted["with_errors"] / n, abs=1e-4)
         assert totals["cost_usd"] == pytest.approx(counted["cost"], abs=1e-6)
-        assert totals["ttft_p50_ms"] is None
+        assert totals["ttft_p50_ms"] == pytest.approx(counted["ttft"]["p50"], abs=0.1)
+        assert totals["ttft_p95_ms"] == pytest.approx(counted["ttft"]["p95"], abs=0.1)
+        assert period["ttft_p95_ms"] == totals["ttft_p95_ms"]  # one day
+        assert {name: (t["calls"], t["errors"]) for name, t in totals["tools"].items()} == (
+            counted["tools"]
+        )
+        assert counted["tools"]["get_order_details"] == (2, 2)
+        assert totals["tools"]["get_order_details"]["error_rate"] == 1.0
+        assert period["tools"] == totals["tools"]
         assert weekly.json()["totals"] == totals
 
     async def test_conversations_filter_by_flag_and_result_and_page_with_a_cursor(
