@@ -139,6 +139,7 @@ def cmd_data_export(args: argparse.Namespace) -> None:
 
 
 def cmd_data_erase(args: argparse.Namespace) -> None:
+    from app.analytics.sweep import outcome_keeper
     from app.db.erase import erase_user
     from app.identity import USER_ID_RE
 
@@ -147,20 +148,22 @@ def cmd_data_erase(args: argparse.Namespace) -> None:
     settings = _settings_with_database()
 
     async def erase(pool: AsyncConnectionPool[Any]) -> None:
-        erased = await erase_user(pool, args.user_id)
+        erased = await erase_user(pool, args.user_id, keep=outcome_keeper(settings))
         print(f"erased {args.user_id}: {erased.summary()}")
 
     asyncio.run(_with_pool(settings, erase))
 
 
 def cmd_prune(args: argparse.Namespace) -> None:
+    from app.analytics.sweep import outcome_keeper
     from app.db.retention import Policy, sweep
 
     settings = _settings_with_database()
     policy = Policy.from_settings(settings)
+    keep = outcome_keeper(settings)
 
     async def prune(pool: AsyncConnectionPool[Any]) -> None:
-        swept = await sweep(pool, policy, dry_run=args.dry_run)
+        swept = await sweep(pool, policy, dry_run=args.dry_run, keep=keep)
         if swept is None:
             print("another sweep holds the retention lock; nothing done")
             return
@@ -276,6 +279,43 @@ def cmd_eval_import(args: argparse.Namespace) -> None:
     print(f"wrote {len(tasks)} tasks to {out}")
 
 
+def cmd_eval_record(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from app.eval.command import record_to_file
+    from app.eval.record import RecordOptions
+
+    if (args.flag or args.result) and not args.since:
+        raise ValueError("--flag and --result choose among --since's conversations")
+    threads = [t.strip() for t in (args.threads or "").split(",") if t.strip()]
+    options = RecordOptions(
+        threads=threads,
+        since_s=_since(args.since) if args.since else None,
+        flag=args.flag,
+        result=args.result,
+        keep_personal_data=args.keep_personal_data,
+    )
+    out = Path(args.out)
+    recorded = asyncio.run(record_to_file(_settings_with_database(), options, out))
+    for thread_id, why in recorded.skipped:
+        print(f"skipped {thread_id}: {why}", file=sys.stderr)
+    print(f"wrote {len(recorded.tasks)} tasks to {out}")
+
+
+def cmd_eval_compare(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from app.eval import compare
+
+    candidate = Path(args.candidate)
+    result = compare.compare(compare.Run.read(Path(args.baseline)), compare.Run.read(candidate))
+    md, js = compare.write(result, Path(args.out) if args.out else candidate)
+    print(compare.summary(result))
+    print(f"wrote {md} and {js}")
+    if args.fail_on_regression and result["regressions"]:
+        raise SystemExit(1)
+
+
 def _eval_parser(sub: Any) -> None:
     ev = sub.add_parser("eval", help="evaluate the live service with a simulated customer")
     ev.add_argument("--tasks", help="task JSON (tau-bench's shape; default: the shipped set)")
@@ -295,6 +335,31 @@ def _eval_parser(sub: Any) -> None:
     imp.add_argument("--split", choices=["test", "train", "dev", "all"], default="test")
     imp.add_argument("--out", help="default: tau-bench-retail-SPLIT.json")
     imp.set_defaults(func=cmd_eval_import)
+    rec = ev_sub.add_parser(
+        "record", help="turn recorded conversations into tasks that replay them"
+    )
+    which = rec.add_mutually_exclusive_group(required=True)
+    which.add_argument("--threads", help="comma-separated full thread ids (user_id:session_id)")
+    which.add_argument("--since", help="conversations started in the last 7d, 12h, 30m ...")
+    rec.add_argument("--flag", help="only those with this outcome flag (analytics)")
+    rec.add_argument("--result", help="only those with this outcome result (analytics)")
+    rec.add_argument("--out", required=True, help="the task file to write")
+    rec.add_argument(
+        "--keep-personal-data",
+        action="store_true",
+        help="keep real names, emails and addresses (default: consistent fakes)",
+    )
+    rec.set_defaults(func=cmd_eval_record)
+    cmp = ev_sub.add_parser("compare", help="compare two eval runs task by task")
+    cmp.add_argument("baseline", help="the baseline run's --out folder")
+    cmp.add_argument("candidate", help="the candidate run's --out folder")
+    cmp.add_argument("--out", help="where compare.md and compare.json go (default: CANDIDATE)")
+    cmp.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a task that passed in the baseline fails in the candidate",
+    )
+    cmp.set_defaults(func=cmd_eval_compare)
 
 
 def parser() -> argparse.ArgumentParser:

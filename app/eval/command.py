@@ -11,14 +11,18 @@ from pathlib import Path
 from time import monotonic
 
 from openai import AsyncOpenAI
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 
 from app.config import Settings
 from app.db.seed import generate
 from app.db.transfer import TauData, read_dir
 from app.eval import report
 from app.eval.importer import import_checkout
+from app.eval.record import Recorded, RecordOptions, record
 from app.eval.runner import CustomerModel, RunOptions, builtin_customer, run_tasks
 from app.eval.simulator import OpenAIChat
+from app.eval.taskdata import needs_shop, run_data
 from app.eval.tasks import Task, TaskFileError, dump_tasks, load_tasks
 from app.eval.workers import Progress, Workbench
 
@@ -77,7 +81,10 @@ async def evaluate(
     if config.trials < 1 or config.concurrency < 1:
         raise ValueError("--trials and --concurrency must be at least 1")
     tasks = select(load_tasks(config.tasks), config.task_ids)
-    data: TauData = read_dir(config.data) if config.data else generate()
+    shop: TauData | None = read_dir(config.data) if config.data else None
+    if shop is None and needs_shop(tasks):
+        shop = generate()
+    data = run_data(tasks, shop)  # recorded tasks bring their own records
     assert settings.database_url, "a database server is needed"
     agent = service_settings(settings, config.service_env)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -97,7 +104,7 @@ async def evaluate(
         results = await run_tasks(bench, tasks, customer, options)
     run = report.EvalRun(
         tasks_file=str(config.tasks),
-        data=str(config.data) if config.data else "the seed shop (app/db/seed.py)",
+        data=_data_label(config, tasks),
         agent_model="demo (built-in)" if agent.uses_demo_model else agent.llm_model,
         agent_price=report.price_of(
             agent.llm_model, agent.model_prices, builtin=agent.uses_demo_model
@@ -116,6 +123,30 @@ async def evaluate(
     )
     report.write(run, config.out)
     return run
+
+
+def _data_label(config: EvalConfig, tasks: Sequence[Task]) -> str:
+    shop = str(config.data) if config.data else "the seed shop (app/db/seed.py)"
+    if not needs_shop(tasks) and not config.data:
+        return "the recorded tasks' own records"
+    if any(t.data is not None for t in tasks):
+        return f"{shop}, with the recorded tasks' own records"
+    return shop
+
+
+async def record_to_file(settings: Settings, options: RecordOptions, out: Path) -> Recorded:
+    """Record the conversations (the instruction written by USER_SIM_* when set) and write
+    the task file."""
+    assert settings.database_url, "a database server is needed"
+    async with (
+        await AsyncConnection.connect(
+            settings.database_url, autocommit=True, row_factory=dict_row
+        ) as conn,
+        customer_model(settings, []) as customer,
+    ):
+        recorded = await record(conn, options, None if customer.builtin else customer.chat)
+    dump_tasks(recorded.tasks, out)
+    return recorded
 
 
 def import_tau_bench(checkout: Path, split: str, out: Path) -> list[Task]:

@@ -16,10 +16,9 @@ from typing import Any
 from app.eval.client import ServiceClient
 from app.eval.conversation import Conversation, TrialMetrics
 from app.eval.gold import Gold
-from app.eval.reward import score
+from app.eval.reward import outcome_reasons, score
 from app.eval.scripted import LABEL, ScriptedChat
 from app.eval.simulator import ChatModel, SimulatedCustomer
-from app.eval.snapshot import Snapshot
 from app.eval.tasks import Task
 from app.eval.workers import Progress, Workbench, Worker
 from app.identity import GUEST_PREFIX
@@ -104,9 +103,8 @@ async def run_tasks(
     async def work(worker: Worker) -> None:
         while not queue.empty():
             result, trial = queue.get_nowait()
-            snapshot = golds[result.task.id].snapshot
-            assert snapshot is not None
-            outcome = await _trial(bench, worker, result.task, trial, snapshot, customer, options)
+            gold = golds[result.task.id]
+            outcome = await _trial(bench, worker, result.task, trial, gold, customer, options)
             result.trials.append(outcome)
             totals.done += 1
             totals.passed += outcome.reward == 1.0
@@ -129,11 +127,14 @@ async def _trial(
     worker: Worker,
     task: Task,
     trial: int,
-    gold: Snapshot,
+    gold: Gold,
     customer: CustomerModel,
     options: RunOptions,
 ) -> TrialResult:
+    assert gold.snapshot is not None
     await bench.reset(worker)
+    if gold.start is not None:
+        await bench.begin(worker, gold.start)
     guest = options.guest
     subject = f"{GUEST_PREFIX}{uuid.uuid4().hex[:16]}" if guest else task.user_id
     assert worker.http is not None
@@ -163,12 +164,13 @@ async def _trial(
         )
     metrics.handoffs = await worker.handoffs(conversation.thread_id)
     final = await bench.settle(worker)
-    reward = score(final, gold, bench.baseline, task.outputs, conversation.agent_messages)
+    reward = score(final, gold.snapshot, bench.baseline, task.outputs, conversation.agent_messages)
+    unlike = outcome_reasons(task.expected, metrics.handoffs, metrics.declined)
     return TrialResult(
         task.id,
         trial,
-        reward.reward,
-        reward.reasons,
+        0.0 if unlike else reward.reward,
+        reward.reasons + unlike,
         metrics,
         worker.index,
         conversation.transcript,

@@ -3,8 +3,9 @@ with no model at all (the agent side then being the service's built-in demo mode
 
 It keeps to the simulator's rules in the simplest way: it finds its task by the instruction
 in the system prompt, answers a confirmation with yes (or with the no or yes that is its
-next line), types a code that arrived in its inbox, gives the email (or zip code) the
-instruction names when the agent asks for it, says its next line, and then ###STOP###.
+next line, or leaves when that is ###STOP###), types a code that arrived in its inbox,
+gives the email (or zip code) the instruction names when the agent asks for it, says its
+next line, and then ###STOP###.
 Stateless: everything is read from the conversation it is given.
 """
 
@@ -61,8 +62,8 @@ def next_line(task: Task, agent_texts: Sequence[str], said: Sequence[str]) -> st
     lines = script_of(task)
     remaining = lines[sum(1 for s in said if s in lines) :]
     if CONFIRM_QUESTION in last:
-        if remaining and remaining[0].lower() in _YES_OR_NO:
-            return remaining[0]
+        if remaining and (remaining[0].lower() in _YES_OR_NO or remaining[0] == STOP):
+            return remaining[0]  # a recorded customer's answer, or their leaving unanswered
         return "yes"
     code = _CODE.search(last)
     if code:

@@ -4,6 +4,12 @@ correct agent does (`actions`) and says (`outputs`).
 A task file is a JSON list of objects with `user_id`, `instruction`, `actions` (each a
 `name` and its `kwargs`) and `outputs`. Optional: `id`, `annotator`, and `customer_lines`,
 the lines the offline scripted customer says in order (a model customer never sees them).
+
+A recorded task (`cs-agent eval record`, app/eval/record.py) also carries `data`, the
+records its conversation started from in tau-bench's layout (`users`, `orders`,
+`products`), so it replays on no other shop, and `expected`: how the conversation ended
+(`result`, `handoff`, the writes the customer `declined`) and the touched `records` as its
+writes left them.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 REQUIRED = ("user_id", "instruction", "actions", "outputs")
-OPTIONAL = ("id", "annotator", "customer_lines")
+OPTIONAL = ("id", "annotator", "customer_lines", "data", "expected")
 
 
 class TaskFileError(ValueError):
@@ -40,6 +46,10 @@ class Task:
     outputs: tuple[str, ...]
     annotator: str | None = None
     customer_lines: tuple[str, ...] = ()
+    # A recorded task's: the records it started from, and how it ended (result, handoff,
+    # declined writes, the touched records after).
+    data: dict[str, Any] | None = field(default=None, hash=False)
+    expected: dict[str, Any] | None = field(default=None, hash=False)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id}
@@ -53,6 +63,10 @@ class Task:
         }
         if self.customer_lines:
             out["customer_lines"] = list(self.customer_lines)
+        if self.expected is not None:
+            out["expected"] = self.expected
+        if self.data is not None:
+            out["data"] = self.data
         return out
 
 
@@ -106,7 +120,20 @@ def parse_task(item: object, index: int, source: str = "tasks") -> Task:
         outputs=_strings(item["outputs"], f"{where}.outputs"),
         annotator=None if item.get("annotator") is None else str(item["annotator"]),
         customer_lines=_strings(item.get("customer_lines", []), f"{where}.customer_lines"),
+        data=_object(item.get("data"), f"{where}.data", ("users", "orders", "products")),
+        expected=_object(item.get("expected"), f"{where}.expected", ()),
     )
+
+
+def _object(raw: object, where: str, parts: tuple[str, ...]) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise TaskFileError(f"{where}: expected an object")
+    for part in parts:
+        if not isinstance(raw.get(part, {}), dict):
+            raise TaskFileError(f"{where}.{part}: expected an object keyed by id")
+    return raw
 
 
 def _actions(raw: object, where: str) -> tuple[Action, ...]:

@@ -132,7 +132,14 @@ class Workbench:
 
     async def gold(self, task: Task) -> Gold:
         assert self._template is not None
-        return await gold_state(self._template, task, self.baseline)
+        return await gold_state(self._template, task, self.baseline, self.data)
+
+    async def begin(self, worker: Worker, start: Snapshot) -> None:
+        """A fresh worker's shop set to a recorded task's records at its start."""
+        rows = diff(self.baseline, start, self.baseline)
+        if rows:
+            worker.changes = None  # unknown until the trial is settled
+            await restore(worker.db, rows, start)
 
     async def settle(self, worker: Worker) -> Snapshot:
         """The worker's shop after a trial; what differs from the fresh data is noted."""
