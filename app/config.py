@@ -111,6 +111,15 @@ class Settings(BaseSettings):
     handoff_webhook_timeout_s: float = Field(default=10.0, gt=0, le=60)
     handoff_webhook_backoff_base_s: float = Field(default=1.0, gt=0, le=60)
     handoff_webhook_backoff_cap_s: float = Field(default=30.0, gt=0, le=3600)
+    # Run webhooks (the LangGraph API's `webhook=URL`, app/api/lg/webhooks.py): a client's
+    # URL is told how each of its runs ended, through the same outbox, timeout and backoff.
+    # Any public http(s) host, unless WEBHOOK_ALLOWED_HOSTS lists hosts (names or IPs,
+    # comma-separated; `*` adds any public host to them): then only those. A private,
+    # loopback or link-local address is refused unless its host is listed, also when a name
+    # resolves to one at send time. Signed with RUN_WEBHOOK_SECRET (as the handoff secret
+    # reads), or when unset with a secret generated once and kept in `webhook_keys`.
+    webhook_allowed_hosts: str = ""
+    run_webhook_secret: SecretStr | None = None
 
     write_confirmation: Literal["required", "off"] = "required"
     # native: the model's own tool calling; react: a text Thought/Action protocol for models
@@ -290,6 +299,20 @@ class Settings(BaseSettings):
                 raise ValueError(
                     "HANDOFF_WEBHOOK_URL needs HANDOFF_WEBHOOK_SECRET (at least "
                     f"{MIN_WEBHOOK_KEY_BYTES} bytes, e.g. whsec_ + base64) when APP_ENV=prod"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _refuse_weak_run_webhook_secret(self) -> Settings:
+        secret = self.run_webhook_secret
+        if secret is not None and self.app_env == "prod":
+            text = secret.get_secret_value()
+            if text.lower() in PLACEHOLDER_SECRETS or len(webhook_signing_key(text)) < (
+                MIN_WEBHOOK_KEY_BYTES
+            ):
+                raise ValueError(
+                    f"RUN_WEBHOOK_SECRET must be at least {MIN_WEBHOOK_KEY_BYTES} bytes when "
+                    "APP_ENV=prod (or unset: a generated one is kept in the database)"
                 )
         return self
 

@@ -1,16 +1,21 @@
-"""Handoff webhooks: the events of `webhook_outbox` (enqueued by a trigger on the thread's
-stream, app/migrations/versions/0013) POSTed to HANDOFF_WEBHOOK_URL, at least once.
+"""Webhooks: the events of `webhook_outbox` POSTed at least once. Handoff events (enqueued
+by a trigger on the thread's stream, app/migrations/versions/0013) go to
+HANDOFF_WEBHOOK_URL; a run's event (the LangGraph API's `webhook=URL`, enqueued by a
+trigger on the run's end, 0020) goes to the URL its row names, checked again at each send
+(app/notify/destinations.py), its body rendered at the first try by `render` (the API's
+shape, with the state's values) and kept, so every retry sends the same bytes.
 
 Every replica runs a `WebhookWorker`. It claims due rows with FOR UPDATE SKIP LOCKED in one
 short statement that also pushes the row's next attempt past the delivery's timeout (a
 lease: a replica that dies mid-delivery leaves the row due again), sends with no
 transaction open, and records the outcome. Nothing depends on a pooled connection's session,
 so it works through PgBouncer in transaction mode. A thread's events go out in order: a row
-is due only when no earlier row of its thread is still pending.
+is due only when no earlier row of its thread for the same destination is still pending.
 
 Signed as Standard Webhooks (standardwebhooks.com) does: `webhook-id` (the event's id, the
 same on every retry), `webhook-timestamp` (seconds, this attempt) and `webhook-signature:
-v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
+v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`. Run webhooks are signed with
+RUN_WEBHOOK_SECRET, or without one with a secret generated once and kept in `webhook_keys`.
 """
 
 from __future__ import annotations
@@ -18,18 +23,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import hmac
+import json
 import random
+import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import structlog
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.config import DEV_SECRET, Settings, webhook_signing_key
+from app.config import DEV_SECRET, WEBHOOK_SECRET_PREFIX, Settings, webhook_signing_key
+from app.jsonbytes import json_bytes
+from app.notify.destinations import HostPolicy, RefusedDestination, resolve
 
 log = structlog.get_logger(__name__)
 
@@ -40,19 +52,35 @@ GIVE_UP_AFTER_S = 24 * 3600.0  # an event failing for a day is given up
 KEEP_S = 7 * 24 * 3600.0  # delivered and given-up rows are deleted after this
 HOUSEKEEPING_EVERY_S = 300.0
 USER_AGENT = "cs-agent-webhooks"
+RUN_KEY_NAME = "runs"
+
+# A run's row (its thread id and what the trigger stored) -> the body to send.
+Render = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _PENDING = "delivered_at IS NULL AND failed_at IS NULL"
 _CLAIM = """WITH due AS (
         SELECT w.id FROM webhook_outbox w
         WHERE w.delivered_at IS NULL AND w.failed_at IS NULL AND w.next_attempt_at <= now()
+          AND (CASE WHEN w.url IS NULL THEN %(handoff)s ELSE %(runs)s END)
           AND NOT EXISTS (SELECT 1 FROM webhook_outbox e
                           WHERE e.thread_id = w.thread_id AND e.id < w.id
+                            AND e.url IS NOT DISTINCT FROM w.url
                             AND e.delivered_at IS NULL AND e.failed_at IS NULL)
         ORDER BY w.id LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
     UPDATE webhook_outbox w SET attempts = w.attempts + 1,
         next_attempt_at = now() + %(lease_s)s * interval '1 second'
     FROM due WHERE w.id = due.id
-    RETURNING w.id, w.event_id, w.thread_id, w.type, w.attempts, w.payload::text AS body"""
+    RETURNING w.id, w.event_id, w.thread_id, w.type, w.attempts, w.url, w.rendered,
+        w.payload::text AS body"""
+_RENDERED = """UPDATE webhook_outbox SET payload = %s, rendered = true WHERE id = %s
+    RETURNING payload::text AS body"""
+_REFUSED = """UPDATE webhook_outbox SET failed_at = now(), last_error = %s WHERE id = %s"""
+# The run webhooks' generated secret: the first replica to need it makes it.
+_RUN_KEY = f"""WITH made AS (
+        INSERT INTO webhook_keys (name, secret) VALUES ('{RUN_KEY_NAME}', %s)
+        ON CONFLICT (name) DO NOTHING RETURNING secret)
+    SELECT secret FROM made UNION ALL
+    SELECT secret FROM webhook_keys WHERE name = '{RUN_KEY_NAME}' LIMIT 1"""
 _DELIVERED = """UPDATE webhook_outbox SET delivered_at = now(), last_status = %s,
     last_error = NULL WHERE id = %s"""
 _FAILED = """UPDATE webhook_outbox SET last_status = %(status)s, last_error = %(error)s,
@@ -70,6 +98,10 @@ _PRUNE = """DELETE FROM webhook_outbox
     WHERE id IN (SELECT id FROM webhook_outbox
                  WHERE created_at < now() - %(keep_s)s * interval '1 second'
                  ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)"""
+
+
+def _dumps(value: Any) -> bytes | str:
+    return json_bytes(value) or json.dumps(value, default=str)
 
 
 def signature(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
@@ -92,12 +124,15 @@ class Claimed:
     type: str
     attempts: int
     body: bytes
+    url: str | None = None  # a run's webhook; None: the handoff URL
+    rendered: bool = True
 
 
 @dataclass(frozen=True)
 class Outcome:
     status: int | None  # the HTTP status, None when no answer came
     error: str | None  # None: delivered
+    final: bool = False  # refused by policy: given up at once, never retried
 
     @property
     def delivered(self) -> bool:
@@ -110,9 +145,14 @@ class WebhookWorker:
         pool: AsyncConnectionPool[Any],
         settings: Settings,
         client: httpx.AsyncClient | None = None,
+        render: Render | None = None,
     ) -> None:
         self.pool = pool
         self.url = settings.handoff_webhook_url
+        self.render = render  # None: run webhooks are left to a worker that can render them
+        self.policy = HostPolicy.parse(settings.webhook_allowed_hosts)
+        run_secret = settings.run_webhook_secret
+        self._run_key = webhook_signing_key(run_secret.get_secret_value()) if run_secret else None
         secret = settings.handoff_webhook_secret
         self.key = webhook_signing_key(secret.get_secret_value() if secret else DEV_SECRET)
         self.timeout_s = settings.handoff_webhook_timeout_s
@@ -128,7 +168,7 @@ class WebhookWorker:
         return self.url is not None
 
     async def open(self) -> None:
-        if self.enabled and self._client is None:
+        if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
         self._task = asyncio.create_task(self._run())
 
@@ -147,7 +187,15 @@ class WebhookWorker:
         many were claimed."""
         lease_s = self.timeout_s + LEASE_MARGIN_S
         async with self.pool.connection() as conn:
-            cur = await conn.execute(_CLAIM, {"batch": BATCH, "lease_s": lease_s})
+            cur = await conn.execute(
+                _CLAIM,
+                {
+                    "batch": BATCH,
+                    "lease_s": lease_s,
+                    "handoff": self.enabled,
+                    "runs": self.render is not None,
+                },
+            )
             rows = await cur.fetchall()
         claimed = [
             Claimed(
@@ -157,26 +205,82 @@ class WebhookWorker:
                 type=r["type"],
                 attempts=int(r["attempts"]),
                 body=r["body"].encode(),
+                url=r["url"],
+                rendered=bool(r["rendered"]),
             )
             for r in rows
         ]
-        outcomes = await asyncio.gather(*(self.send(c) for c in claimed))
+        outcomes = await asyncio.gather(*(self._send_any(c) for c in claimed))
         for event, outcome in zip(claimed, outcomes, strict=True):
             await self._record(event, outcome)
         return len(claimed)
 
+    async def _send_any(self, event: Claimed) -> Outcome:
+        if event.url is None:
+            return await self.send(event)
+        try:
+            return await self.send_run(event)
+        except Exception as error:  # the render's database read failed: retried
+            return Outcome(None, type(error).__name__)
+
     async def send(self, event: Claimed) -> Outcome:
-        assert self._client is not None and self.url is not None
+        assert self.url is not None
+        return await self._post(self.url, event, self.key, {}, {})
+
+    async def send_run(self, event: Claimed) -> Outcome:
+        """A run's event: its body rendered (once), its URL checked and resolved again
+        now, sent to the address checked."""
+        url = event.url
+        assert url is not None and self.render is not None
+        try:
+            destination = await resolve(url, self.policy)
+        except RefusedDestination as refused:
+            return Outcome(None, refused.reason, final=True)
+        if not event.rendered:
+            body = await self.render(event.thread_id, json.loads(event.body))
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(_RENDERED, (Jsonb(body, dumps=_dumps), event.id))
+                row = await cur.fetchone()
+            if row is None:  # the thread was deleted meanwhile, and its events with it
+                return Outcome(None, "deleted", final=True)
+            event = dataclasses.replace(event, body=row["body"].encode(), rendered=True)
+        headers = {"host": destination.host_header}
+        extensions = {"sni_hostname": destination.host} if url.startswith("https") else {}
+        return await self._post(destination.url, event, await self.run_key(), headers, extensions)
+
+    async def run_key(self) -> bytes:
+        """RUN_WEBHOOK_SECRET's key, or the generated one every replica shares."""
+        if self._run_key is None:
+            made = WEBHOOK_SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+            async with self.pool.connection() as conn:
+                cur = await conn.execute(_RUN_KEY, (made,))
+                row = await cur.fetchone()
+            assert row is not None
+            self._run_key = webhook_signing_key(row["secret"])
+        return self._run_key
+
+    async def _post(
+        self,
+        url: str,
+        event: Claimed,
+        key: bytes,
+        headers: dict[str, str],
+        extensions: dict[str, Any],
+    ) -> Outcome:
+        assert self._client is not None
         timestamp = int(time.time())
         headers = {
+            **headers,
             "content-type": "application/json",
             "user-agent": USER_AGENT,
             "webhook-id": event.event_id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": signature(self.key, event.event_id, timestamp, event.body),
+            "webhook-signature": signature(key, event.event_id, timestamp, event.body),
         }
         try:
-            response = await self._client.post(self.url, content=event.body, headers=headers)
+            response = await self._client.post(
+                url, content=event.body, headers=headers, extensions=extensions
+            )
         except Exception as error:  # refused, timed out, a bad URL: retried all the same
             return Outcome(None, type(error).__name__)
         if 200 <= response.status_code < 300:
@@ -187,6 +291,16 @@ class WebhookWorker:
         async with self.pool.connection() as conn:
             if outcome.delivered:
                 await conn.execute(_DELIVERED, (outcome.status, event.id))
+                return
+            if outcome.final:
+                await conn.execute(_REFUSED, (outcome.error, event.id))
+                log.warning(
+                    "webhook refused; given up",
+                    event_id=event.event_id,
+                    event_type=event.type,
+                    thread_id=event.thread_id,
+                    error=outcome.error,
+                )
                 return
             delay_s = backoff_s(event.attempts, self.base_s, self.cap_s)
             cur = await conn.execute(
@@ -202,7 +316,7 @@ class WebhookWorker:
             row = await cur.fetchone()
         given_up = bool(row and row["given_up"])
         log.warning(
-            "handoff webhook given up" if given_up else "handoff webhook failed; retrying",
+            "webhook given up" if given_up else "webhook failed; retrying",
             event_id=event.event_id,
             event_type=event.type,
             thread_id=event.thread_id,
@@ -222,12 +336,13 @@ class WebhookWorker:
         while True:
             claimed = 0
             try:
-                if self.enabled:
+                if self.enabled or self.render is not None:
                     claimed = await self.deliver_due()
                 if time.monotonic() >= next_housekeeping:
                     next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_S
                     await self.housekeep()
             except Exception as error:  # the database is away: next round
-                log.warning("handoff webhook round failed", error_type=type(error).__name__)
+                log.warning("webhook round failed", error_type=type(error).__name__)
             if not claimed:  # a full round may have more behind it
-                await asyncio.sleep(POLL_S if self.enabled else HOUSEKEEPING_EVERY_S)
+                polling = self.enabled or self.render is not None
+                await asyncio.sleep(POLL_S if polling else HOUSEKEEPING_EVERY_S)

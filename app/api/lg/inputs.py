@@ -40,11 +40,6 @@ def check_supported(body: RunCreate) -> None:
             "breakpoints are not supported: writes already wait for confirmation",
             "breakpoints_unsupported",
         )
-    if body.webhook:
-        refuse(
-            "webhooks are not supported; follow the run with /join or /stream",
-            "webhook_unsupported",
-        )
     if body.after_seconds:
         refuse("delayed runs are not supported", "after_seconds_unsupported")
     if body.on_completion == "delete":

@@ -18,19 +18,22 @@ from sse_starlette.sse import EventSourceResponse
 from app.api.deps import Services, ServicesDep, ThreadRef
 from app.api.lg.deps import ExistingThread, LgThread, LgUser
 from app.api.lg.errors import refuse
+from app.api.lg.final import final_state, outcome_values
 from app.api.lg.inputs import check_supported, decision_of, message_of, stream_modes
+from app.api.lg.metadata import stored_part
+from app.api.lg.run_records import annotate_run, run_record, run_records
 from app.api.lg.schemas import RunCreate
 from app.api.lg.translate import (
     Final,
     PlatformEvent,
     Translator,
     event_id,
-    interrupts_of,
     merged,
     parse_event_id,
     wanted,
 )
 from app.api.lg.views import is_our_assistant, lc_message, run_view, transcript
+from app.api.lg.webhooks import checked_webhook
 from app.api.routes.common import require_json
 from app.api.sse import NO_BUFFERING
 from app.errors import NotFound, thread_not_found
@@ -88,10 +91,15 @@ async def _start(
         raise NotFound("assistant not found", code="assistant_not_found")
     check_supported(body)
     modes = stream_modes(body.stream_mode)
+    metadata = stored_part(body.metadata)
+    webhook = await checked_webhook(body.webhook, services.settings) if body.webhook else None
     if await services.repo.thread(thread.id) is None:
         if body.if_not_exists != "create":
             raise thread_not_found()
-        await services.repo.create_thread(thread.id, user.user_id, thread.session_id)
+        # as the official server does: the new thread takes the run's metadata
+        await services.repo.create_thread_with_metadata(
+            thread.id, user.user_id, thread.session_id, metadata
+        )
     command = body.command
     human: dict[str, Any] | None = None
     outcome: Run | dict[str, Any]
@@ -117,6 +125,8 @@ async def _start(
         )
     info = RunInfo(modes=modes, resumable=body.stream_resumable, human=human)
     run_id = outcome.run_id if isinstance(outcome, Run) else str(outcome.get("run_id"))
+    if isinstance(outcome, Run) and (webhook or metadata):  # (a replayed run keeps its own)
+        await annotate_run(services.pool, run_id, webhook=webhook, metadata=metadata)
     _remember(request, run_id, info)
     return outcome, info
 
@@ -165,14 +175,7 @@ async def _fork(
 
 
 async def _final(services: Services, thread_id: str, checkpoint_id: str | None) -> Final:
-    config: Any = {"configurable": {"thread_id": thread_id}}
-    if checkpoint_id:
-        config["configurable"]["checkpoint_id"] = checkpoint_id
-    snapshot = await services.inspector.graph.aget_state(config)
-    if snapshot.created_at is None:
-        return Final(values={})
-    messages = await transcript(services.inspector.archive, thread_id, snapshot.values or {})
-    return Final(values={"messages": messages}, interrupts=interrupts_of(snapshot.interrupts))
+    return await final_state(services.inspector, thread_id, checkpoint_id)
 
 
 def _source(
@@ -270,10 +273,7 @@ async def _outcome(services: Services, thread: ThreadRef, run_id: str) -> dict[s
                 done = event
     if failed is not None:
         return {"__error__": {"error": failed.code, "message": failed.message}}
-    final = await _final(services, thread.id, done.checkpoint_id if done else None)
-    if final.interrupts:
-        return {**final.values, "__interrupt__": final.interrupts}
-    return final.values
+    return outcome_values(await _final(services, thread.id, done.checkpoint_id if done else None))
 
 
 def _json_when_done(
@@ -331,7 +331,7 @@ async def create_run(
 ) -> JSONResponse:
     outcome, _ = await _start(request, body, thread, user, services)
     run_id = outcome.run_id if isinstance(outcome, Run) else str(outcome.get("run_id"))
-    row = await services.repo.run(thread.id, run_id)
+    row = await run_record(services.pool, thread.id, run_id)
     assert row is not None
     headers = _locations(thread.session_id, run_id, "join")
     del headers["Location"]
@@ -364,13 +364,13 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     offset: Annotated[int, Query(ge=0, le=1000)] = 0,
 ) -> list[dict[str, Any]]:
-    rows = await services.repo.list_runs(thread.id, limit + offset)
-    return [run_view(r, thread.session_id) for r in rows[offset:]]
+    rows = await run_records(services.pool, thread.id, limit, offset)
+    return [run_view(r, thread.session_id) for r in rows]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
 async def get_run(thread: LgThread, run_id: RunIdPath, services: ServicesDep) -> dict[str, Any]:
-    row = await services.repo.run(thread.id, run_id)
+    row = await run_record(services.pool, thread.id, run_id)
     if row is None:
         raise NotFound("run not found", code="run_not_found")
     return run_view(row, thread.session_id)

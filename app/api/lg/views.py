@@ -217,7 +217,8 @@ def run_view(row: dict[str, Any], session_id: str) -> dict[str, Any]:
         "created_at": _iso(created),
         "updated_at": _iso(finished or created),
         "status": RUN_STATUS.get(row["status"], "error"),
-        "metadata": {**THREAD_METADATA, "created_by": "system"},
+        # the client's (runs.metadata, migration 0020), with the assistant's keys
+        "metadata": {"created_by": "system", **(row.get("metadata") or {}), **THREAD_METADATA},
         "multitask_strategy": "reject",
         "kwargs": {},
     }
