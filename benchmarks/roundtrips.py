@@ -55,6 +55,7 @@ JOIN pg_database d ON d.oid = s.dbid
 WHERE d.datname = current_database() AND query NOT ILIKE '%%pg_stat_statements%%'
 """
 COUNT_FILE_ENV = "BENCH_ROUNDTRIP_FILE"
+REALISTIC_PACE = (300.0, 40.0)  # ms to first token, tokens/s (as benchmarks.capacity)
 
 
 def log(message: str) -> None:
@@ -377,7 +378,9 @@ def render(r: dict[str, Any], top: int = 12) -> str:
     return "\n".join(lines)
 
 
-def run(turns: int, warmup: int, out: Path) -> dict[str, Any]:
+def run(
+    turns: int, warmup: int, out: Path, pace: tuple[float, float] | None = None
+) -> dict[str, Any]:
     from tests.faults.procs import PrivatePostgres
 
     pg = PrivatePostgres(dbname="csagent_roundtrips")
@@ -398,6 +401,7 @@ def run(turns: int, warmup: int, out: Path) -> dict[str, Any]:
         model_port = free_port()
         model_url = f"http://127.0.0.1:{model_port}/v1"
         argv = [PY, "-m", "tests.fakellm", "--port", str(model_port), "--policy", POLICY]
+        argv += ["--ttft-ms", str(pace[0]), "--tps", str(pace[1])] if pace else []
         procs.append(
             Proc("model", argv, {}, out / "model.log", ready_url=f"{model_url}/models").start()
         )
@@ -444,6 +448,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="write the results as JSON here too")
     parser.add_argument("--md", type=Path, help="write the markdown table here too")
     parser.add_argument("--logs", type=Path, help="folder for the processes' logs")
+    parser.add_argument(
+        "--paced",
+        action="store_true",
+        help="the model at the realistic pace (0.3 s to first token, 40 tokens/s) instead of"
+        " instant: a turn's CPU with one stream chunk per token",
+    )
     return parser.parse_args(argv)
 
 
@@ -455,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     args = parse_args(argv)
     logs = args.logs or Path(tempfile.mkdtemp(prefix="roundtrips-"))
     logs.mkdir(parents=True, exist_ok=True)
-    results = run(args.turns, args.warmup, logs)
+    results = run(args.turns, args.warmup, logs, REALISTIC_PACE if args.paced else None)
     text = render(results)
     print(text)
     if args.out:
