@@ -139,6 +139,7 @@ def cmd_data_export(args: argparse.Namespace) -> None:
 
 
 def cmd_data_erase(args: argparse.Namespace) -> None:
+    from app.analytics.sweep import outcome_keeper
     from app.db.erase import erase_user
     from app.identity import USER_ID_RE
 
@@ -147,20 +148,22 @@ def cmd_data_erase(args: argparse.Namespace) -> None:
     settings = _settings_with_database()
 
     async def erase(pool: AsyncConnectionPool[Any]) -> None:
-        erased = await erase_user(pool, args.user_id)
+        erased = await erase_user(pool, args.user_id, keep=outcome_keeper(settings))
         print(f"erased {args.user_id}: {erased.summary()}")
 
     asyncio.run(_with_pool(settings, erase))
 
 
 def cmd_prune(args: argparse.Namespace) -> None:
+    from app.analytics.sweep import outcome_keeper
     from app.db.retention import Policy, sweep
 
     settings = _settings_with_database()
     policy = Policy.from_settings(settings)
+    keep = outcome_keeper(settings)
 
     async def prune(pool: AsyncConnectionPool[Any]) -> None:
-        swept = await sweep(pool, policy, dry_run=args.dry_run)
+        swept = await sweep(pool, policy, dry_run=args.dry_run, keep=keep)
         if swept is None:
             print("another sweep holds the retention lock; nothing done")
             return

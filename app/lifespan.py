@@ -13,6 +13,7 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 
 from app.agent.graph import build_graph
 from app.agent.llm import build_chat_model, model_http_client
+from app.analytics.sweep import outcome_keeper
 from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
 from app.api.lg.webhooks import run_webhook_renderer
@@ -105,7 +106,7 @@ async def build_services(
         stack.push_async_callback(outcomes.close)
         feed = ThreadFeed(pool)
         stack.push_async_callback(feed.close)
-        inspector = ThreadInspector(graph, leases, repo, archive)
+        inspector = ThreadInspector(graph, leases, repo, archive, outcome_keeper(settings))
         # every replica; rows claimed SKIP LOCKED; a run's body rendered as the /lg API's
         render = run_webhook_renderer(pool, inspector)
         webhooks = WebhookWorker(pool, settings, render=render)

@@ -1,5 +1,8 @@
 """The outcome sweep: each idle or handed-off conversation gets its outcome, upserted.
 
+`keep_outcomes` computes the outcomes of threads about to be deleted, in the deleting
+transaction, idle or not: an outcome outlives its thread, and is computed before it goes.
+
 A thread is due when it has a run, none of its runs is still going, it is idle for
 `CONVERSATION_IDLE_MIN` (no turn, no run started) or a person has it (handed off), and it
 has no outcome or had activity since its outcome was computed. So a sweep that stopped half
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -23,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.analytics.outcome import Outcome, Rules, RunRecord, ThreadRecord, WriteRecord, compute
 from app.config import Settings
+from app.db.erase import KeepOutcomes
 
 OUTCOMES_LOCK_KEY = 727_004  # retention holds 727_003, migrations 727_002
 # A run still 'running' this long after it started is taken as dead (its process died);
@@ -44,6 +49,13 @@ _DUE = """SELECT t.thread_id, t.user_id, t.created_at,
           AND r.created_at > now() - make_interval(secs => %(running_s)s))
       AND (o.thread_id IS NULL OR o.activity_at < greatest(t.updated_at, a.last_run))
     ORDER BY t.thread_id LIMIT %(limit)s"""
+# The threads about to be deleted, idle or not (a delete holds each one's claim).
+_NAMED = """SELECT t.thread_id, t.user_id, t.created_at,
+        greatest(t.updated_at, a.last_run) AS activity_at
+    FROM threads t
+    CROSS JOIN LATERAL (SELECT max(r.created_at) AS last_run FROM runs r
+        WHERE r.thread_id = t.thread_id) a
+    WHERE t.thread_id = ANY(%s) AND a.last_run IS NOT NULL"""
 _RUNS = """SELECT thread_id, run_id, status, result, created_at, finished_at, ttft_ms FROM runs
     WHERE thread_id = ANY(%s) ORDER BY thread_id, created_at, run_id"""
 _ERRORS = """SELECT c.run_id, e.value -> 2 ->> 'code' AS code
@@ -185,10 +197,29 @@ async def _batch(conn: AsyncConnection[Any], policy: SweepPolicy, after: str) ->
     due = await (await conn.execute(_DUE, params)).fetchall()
     if not due:
         return []
-    outcomes = [compute(thread, policy.rules) for thread in await _load(conn, due)]
+    await _store(conn, [compute(thread, policy.rules) for thread in await _load(conn, due)])
+    return [r["thread_id"] for r in due]
+
+
+async def _store(conn: AsyncConnection[Any], outcomes: list[Outcome]) -> None:
     async with conn.cursor() as cur:
         await cur.executemany(_UPSERT, [_row(o) for o in outcomes])
-    return [r["thread_id"] for r in due]
+
+
+async def keep_outcomes(conn: AsyncConnection[Any], thread_ids: list[str], rules: Rules) -> int:
+    """The outcomes of threads about to be deleted (DELETE /threads, retention, erase),
+    computed and stored now, in the caller's transaction, whether they are idle yet or not:
+    once the runs are gone, there is nothing left to compute them from."""
+    due = await (await conn.execute(_NAMED, (thread_ids,))).fetchall()
+    if not due:
+        return 0
+    await _store(conn, [compute(thread, rules) for thread in await _load(conn, due)])
+    return len(due)
+
+
+def outcome_keeper(settings: Settings) -> KeepOutcomes:
+    """`keep_outcomes` with the settings' rules, for the delete paths of the layers below."""
+    return partial(keep_outcomes, rules=SweepPolicy.from_settings(settings).rules)
 
 
 @dataclass(frozen=True)

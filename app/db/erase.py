@@ -148,6 +148,12 @@ async def redact_thread_records(pool: AsyncConnectionPool[Any], thread_id: str) 
         return executions + await _redact(conn, "audit_log", "id", _THREAD, params)
 
 
+# What a delete runs first, in its transaction, with the threads it is about to delete:
+# analytics computes and keeps their outcomes (app/analytics/sweep.py `keep_outcomes`),
+# which outlive them. Passed in by the caller: this layer does not import analytics.
+KeepOutcomes = Callable[[AsyncConnection[Any], list[str]], Awaitable[int]]
+
+
 async def forget_thread(
     pool: AsyncConnectionPool[Any], thread_id: str, delete: Callable[[str], Awaitable[None]]
 ) -> None:
@@ -186,9 +192,12 @@ def memory_prefix(user_id: str) -> str:
     return ".".join(namespace(user_id))
 
 
-async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
+async def erase_user(
+    pool: AsyncConnectionPool[Any], user_id: str, *, keep: KeepOutcomes | None = None
+) -> Erased:
     """Remove everything the service keeps about a user's conversations, in one transaction.
-    Refused (ThreadsBusy, nothing changed) while a reply runs on one of their threads."""
+    Refused (ThreadsBusy, nothing changed) while a reply runs on one of their threads.
+    `keep` first stores the outcomes of threads not swept yet (anonymised below)."""
     params = {
         "user_id": user_id,
         "prefix": f"{user_id}:",
@@ -216,6 +225,8 @@ async def erase_user(pool: AsyncConnectionPool[Any], user_id: str) -> Erased:
         claimed = await cur.fetchall()
         if any(row["generation"] is None for row in claimed):
             raise ThreadsBusy("a reply is running on one of the user's threads; retry")
+        if keep is not None:
+            await keep(conn, [row["t"] for row in claimed])
         prefix = "WHERE starts_with(thread_id, %(prefix)s)"
         await _redact_images(conn, _USER_AUDIT, params)
         erased = Erased(

@@ -47,7 +47,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
-from app.db.erase import redact_thread_records
+from app.db.erase import KeepOutcomes, redact_thread_records
 
 RETENTION_LOCK_KEY = 727_003  # app/db/migrate.py holds 727_002
 RETENTION_OWNER = "retention"
@@ -240,7 +240,12 @@ async def _prune(conn: AsyncConnection[Any], thread_id: str) -> Swept:
 
 
 async def _batch(
-    conn: AsyncConnection[Any], policy: Policy, phase: Phase, after: str, now: datetime | None
+    conn: AsyncConnection[Any],
+    policy: Policy,
+    phase: Phase,
+    after: str,
+    now: datetime | None,
+    keep: KeepOutcomes | None,
 ) -> tuple[Swept, list[str], list[str]] | None:
     """One batch, in the caller's transaction: (counts, candidates, threads deleted), or
     None while another sweep holds the lock."""
@@ -266,6 +271,8 @@ async def _batch(
     swept = Swept(threads_busy=len(candidates) - len(claimed))
     deleted: list[str] = []
     if phase == "expire" and claimed:
+        if keep is not None:  # their outcomes outlive them
+            await keep(conn, claimed)
         swept += await _expire(conn, claimed)
         deleted = claimed
     elif claimed:
@@ -284,12 +291,13 @@ async def sweep(
     *,
     dry_run: bool = False,
     now: datetime | None = None,
+    keep: KeepOutcomes | None = None,
 ) -> Swept | None:
     """Expire idle threads, then prune old histories, in batches of `policy.batch_size`
     threads, each batch one transaction (rolled back when `dry_run`: the counts are what a
     sweep would do). None when another sweep held the lock at the start; a sweep that finds
     it taken between two batches stops there. `now` replaces the database's clock (the
-    benchmark's simulated year)."""
+    benchmark's simulated year). `keep` stores an expiring thread's outcome before it goes."""
     total = Swept()
     started = False
     phases: list[Phase] = []
@@ -301,7 +309,7 @@ async def sweep(
         after = ""
         while True:
             async with pool.connection() as conn, conn.transaction(force_rollback=dry_run):
-                result = await _batch(conn, policy, phase, after, now)
+                result = await _batch(conn, policy, phase, after, now, keep)
             if result is None:
                 return total if started else None
             started = True

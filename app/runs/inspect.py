@@ -12,6 +12,7 @@ from langgraph.types import StateSnapshot
 
 from app.agent.graph import Graph
 from app.agent.model_view import text_of
+from app.db.erase import KeepOutcomes
 from app.errors import NotFound, ThreadBusy, thread_not_found
 from app.fencing import current_lease
 from app.runs.archive import PgTranscriptArchive
@@ -41,8 +42,10 @@ class ThreadInspector:
         leases: ThreadLeases,
         repo: RunRepository,
         archive: PgTranscriptArchive,
+        keep: KeepOutcomes | None = None,
     ) -> None:
         self.archive = archive
+        self.keep = keep  # stores a deleted thread's outcome first (analytics)
         self.graph = graph
         self.leases = leases
         self.repo = repo
@@ -208,6 +211,9 @@ class ThreadInspector:
         await self.require_thread(thread_id)
         # The lease row stays: its generation must never start again at 1 for this thread.
         async with self._holding(thread_id, "delete"):
+            if self.keep is not None:  # nothing is left to compute it from afterwards
+                async with self.repo.pool.connection() as conn, conn.transaction():
+                    await self.keep(conn, [thread_id])
             checkpointer = self.graph.checkpointer
             if checkpointer is not None and not isinstance(checkpointer, bool):
                 await checkpointer.adelete_thread(thread_id)

@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app.analytics.sweep import outcome_keeper
 from app.config import Settings
 from app.db.retention import Policy, sweep
 from app.runs.periodic import PeriodicSweep
@@ -26,13 +27,14 @@ class RetentionSweeper(PeriodicSweep):
         super().__init__(settings.retention_sweep_every_s)
         self.pool = pool
         self.policy = Policy.from_settings(settings)
+        self.keep = outcome_keeper(settings)  # an expiring thread's outcome stays
 
     @property
     def active(self) -> bool:
         return super().active and self.policy.active
 
     async def sweep_once(self) -> None:
-        swept = await sweep(self.pool, self.policy)
+        swept = await sweep(self.pool, self.policy, keep=self.keep)
         if swept is None:
             log.debug("retention sweep skipped: another replica is sweeping")
         elif swept.threads_deleted or swept.threads_pruned or swept.threads_busy:
