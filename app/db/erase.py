@@ -202,6 +202,7 @@ async def erase_user(
         "user_id": user_id,
         "prefix": f"{user_id}:",
         "memory": memory_prefix(user_id),
+        "items": f"users.{user_id}",
         "run": f"erase-{uuid.uuid4()}",
         "ttl_ms": ERASE_CLAIM_TTL_MS,
     }
@@ -236,7 +237,12 @@ async def erase_user(
             transcript_messages=await delete(f"DELETE FROM transcript_archive {prefix}"),
             runs=await delete(f"DELETE FROM runs {prefix}"),
             threads=await delete("DELETE FROM threads WHERE user_id = %(user_id)s"),
-            memories=await delete("DELETE FROM store WHERE prefix = %(memory)s"),
+            # the agent's memory, and what the user kept through the LangGraph API's store
+            # (app/api/lg/store_scope.py: the namespace ["users", <id>, ...])
+            memories=await delete(
+                """DELETE FROM store WHERE prefix = %(memory)s OR prefix = %(items)s
+                   OR starts_with(prefix, %(items)s || '.')"""
+            ),
             token_counts=await delete("DELETE FROM token_usage WHERE user_id = %(user_id)s"),
             executions_redacted=await _redact(
                 conn, "tool_executions", "idempotency_key", _USER_EXECUTIONS, params

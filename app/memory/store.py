@@ -92,9 +92,12 @@ async def remember(
     key: str,
     value: str,
     *,
-    thread_id: str,
+    thread_id: str | None,
     verified_by: VerifiedBy,
 ) -> Preference:
+    """Store one preference under the rules (a documented key, one short line). `thread_id`
+    is the conversation that stated it; None when the customer set it themselves (the
+    LangGraph API's store, app/api/lg/store.py)."""
     clean = normalise_key(key)
     limit = PREFERENCE_KEYS.get(clean)
     if limit is None:

@@ -115,3 +115,40 @@ class RunCreate(_Body):
     feedback_keys: list[str] | None = None
     strict_resume: bool | None = None
     langsmith_tracer: Any = None
+
+
+# -- the store (app/api/lg/store.py) --------------------------------------------------------
+
+MAX_KEY = 256
+MAX_NAMESPACE_DEPTH = 10  # labels, the two of ["users", <id>] included
+Namespace = list[str]
+
+
+class StorePut(_Body):
+    namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
+    key: str = Field(min_length=1, max_length=MAX_KEY)
+    value: dict[str, Any]
+    index: Literal[False] | list[str] | None = None
+    ttl: float | None = None
+
+
+class StoreDelete(_Body):
+    namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
+    key: str = Field(min_length=1, max_length=MAX_KEY)
+
+
+class StoreSearch(_Body):
+    namespace_prefix: Namespace = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=10_000)
+    query: str | None = None
+    refresh_ttl: bool | None = None
+
+
+class StoreNamespaces(_Body):
+    prefix: Namespace | None = Field(default=None, max_length=MAX_NAMESPACE_DEPTH)
+    suffix: Namespace | None = Field(default=None, max_length=MAX_NAMESPACE_DEPTH)
+    max_depth: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=10_000)
