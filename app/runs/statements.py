@@ -47,8 +47,15 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
     ), before AS (SELECT control FROM thread_leases WHERE thread_id = %(thread_id)s
     ), released AS (
         -- the release, and a handoff the run made: the thread then waits for a person
-        -- (migration 0011; one UPDATE, as a row is changed once per statement)
-        UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp(),
+        -- (migration 0011; one UPDATE, as a row is changed once per statement). A handoff
+        -- queues the thread even when the lease is no longer this run's (its outcome was
+        -- recorded after an outage, past the lease): the customer asked for a person.
+        UPDATE thread_leases SET
+            run_id = CASE WHEN generation = %(generation)s::bigint
+                          AND run_id = %(lease_run)s::text THEN NULL ELSE run_id END,
+            expires_at = CASE WHEN generation = %(generation)s::bigint
+                              AND run_id = %(lease_run)s::text
+                         THEN clock_timestamp() ELSE expires_at END,
             control = CASE WHEN q.queue THEN 'queued' ELSE control END,
             control_version = control_version + CASE WHEN q.queue THEN 1 ELSE 0 END,
             control_summary = CASE WHEN q.queue THEN (
@@ -58,8 +65,9 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
             control_since = CASE WHEN q.queue THEN now() ELSE control_since END
         FROM (SELECT %(handoff)s::bool AND coalesce((SELECT control FROM before), 'agent')
                      = 'agent' AS queue) q
-        WHERE thread_id = %(thread_id)s AND generation = %(generation)s::bigint
-          AND run_id = %(lease_run)s::text
+        WHERE thread_id = %(thread_id)s
+          AND (q.queue OR (generation = %(generation)s::bigint
+                           AND run_id = %(lease_run)s::text))
         RETURNING q.queue, control_version, control_summary
     ), handoff AS (SELECT * FROM released WHERE queue
     ), handoff_history AS (

@@ -152,6 +152,42 @@ class TestClosing:
         row = await repo.run(thread, run_id)
         assert row is not None and row["events"] is None and row["status"] == "completed"
 
+    async def test_a_handoff_recorded_after_the_lease_passed_on_still_queues_the_thread(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        """A run that handed off and whose outcome is recorded late (after an outage), once
+        its lease expired and another run claimed the thread: the thread waits for a
+        person all the same, and the other run's lease is left alone."""
+        repo, thread = RunRepository(pool), new_thread()
+        run_id, begun = await begin(repo, thread)
+        assert begun.generation is not None
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE thread_leases SET expires_at = now() - interval '1 s' WHERE thread_id = %s",
+                (thread,),
+            )
+        later_id, later = await begin(repo, thread)
+        assert later.status == "started"
+        await repo.close_run(
+            run_id,
+            thread,
+            "completed",
+            {"status": "completed"},
+            title="t",
+            added=1,
+            lease=Lease(thread, begun.generation, run_id, TTL_MS),
+            handoff={"reason": "asked for a person"},
+        )
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT control, control_reason, run_id FROM thread_leases WHERE thread_id = %s",
+                (thread,),
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        assert row["control"] == "queued" and row["control_reason"] == "asked for a person"
+        assert row["run_id"] == later_id  # still the later run's lease
+
 
 class TestCheckpointRead:
     async def test_the_claim_reads_the_checkpoint_the_saver_would_load(
