@@ -1,0 +1,322 @@
+"""Every promise, checked once the system has settled: each invariant is a count that must be 0.
+
+The database is read directly (a fresh connection to Postgres, not through the service);
+transcripts and pending confirmations are read as the customer sees them, through the
+balancer (GET /threads/{id}/state with the customer's token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tests.chaos.faults import DATABASE_FAULTS, REPLICA_FAULTS, Fault
+from tests.chaos.records import Records, RunSeen
+from tests.faults import procs
+from tests.scale.topology import bearer
+
+# A 5xx this close to a database or replica fault's end is still that fault's.
+GRACE_S = 1.0
+EXAMPLES = 5
+
+
+@dataclass
+class Invariant:
+    name: str
+    promise: str
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, example: str, n: int = 1) -> None:
+        self.count += n
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(example)
+
+
+class Checker:
+    def __init__(
+        self,
+        pg: procs.PrivatePostgres,
+        url: str,
+        records: Records,
+        faults: list[Fault],
+    ) -> None:
+        self.pg = pg
+        self.url = url
+        self.records = records
+        self.faults = faults
+        self.results: list[Invariant] = []
+        self._cache: dict[str, list[str] | None] | None = None
+
+    def run(self) -> list[Invariant]:
+        with httpx.Client(base_url=self.url, timeout=30) as http:
+            self.http = http
+            for check in self._checks():
+                check()
+        return self.results
+
+    def _checks(self) -> list[Callable[[], None]]:
+        return [
+            self.writes_twice,
+            self.approved_not_done,
+            self.declined_done,
+            self.forks,
+            self.acknowledged_missing,
+            self.messages_twice,
+            self.running_without_lease,
+            self.lease_without_process,
+            self.event_id_gaps,
+            self.leaks,
+            self.unexcused_5xx,
+            self.deleted_left_behind,
+            self.never_finished,
+        ]
+
+    def _new(self, name: str, promise: str) -> Invariant:
+        invariant = Invariant(name, promise)
+        self.results.append(invariant)
+        return invariant
+
+    def _state(self, customer: str, session: str) -> httpx.Response:
+        return self.http.get(f"/threads/{session}/state", headers=bearer(customer))
+
+    # --- writes --------------------------------------------------------------------------
+
+    def writes_twice(self) -> None:
+        v = self._new(
+            "write_executed_twice",
+            "a write executed twice for one approval or one idempotency key"
+            " (tool executions, orders, refunds, audit, hand-over tickets)",
+        )
+        for key, n in self.pg.query(
+            "SELECT idempotency_key, count(*) FROM audit_log WHERE ok"
+            " GROUP BY 1 HAVING count(*) > 1"
+        ):
+            v.add(f"audit_log: {n} successful rows for key {key}")
+        for order, n in self.pg.query(
+            "SELECT arguments->>'order_id', count(*) FROM tool_executions"
+            " WHERE ok AND tool_name = 'cancel_pending_order' AND outcome NOT LIKE 'Error:%%'"
+            " GROUP BY 1 HAVING count(*) > 1"
+        ):
+            v.add(f"tool_executions: order {order} cancelled by {n} keys")
+        for order, n in self.pg.query(
+            "SELECT order_id, count(*) FROM payment_transactions WHERE transaction_type = 'refund'"
+            " GROUP BY 1 HAVING count(*) > 1"
+        ):
+            v.add(f"payment_transactions: order {order} refunded {n} times")
+        for thread, n in self.pg.query(
+            "SELECT thread_id, count(*) FROM handoff_tickets GROUP BY 1 HAVING count(*) > 1"
+        ):
+            v.add(f"handoff_tickets: {n} tickets for thread {thread}")
+
+    def approved_not_done(self) -> None:
+        v = self._new(
+            "approved_write_lost",
+            "an approved write (or one asked for with confirmation off and acknowledged) that"
+            " neither ran nor is still pending where the customer can see it",
+        )
+        for w in self.records.writes:
+            if w.decision == "reject":
+                continue
+            if w.thread in self.records.deleted:
+                continue  # a deleted thread's pending confirmation is gone with it
+            if w.order == "handoff":
+                rows = self.pg.query(
+                    "SELECT count(*) FROM handoff_tickets WHERE thread_id = %s", (w.thread,)
+                )
+                if rows[0][0] == 0:
+                    v.add(f"{w.thread}: hand-over acknowledged, no ticket")
+                continue
+            if self._cancelled_by(w.thread, w.order):
+                continue
+            state = self._state(w.customer, w.session)
+            if state.status_code == 200 and state.json().get("pending"):
+                continue
+            v.add(f"{w.thread}: {w.decision} of cancelling {w.order}: not run, not pending")
+
+    def _cancelled_by(self, thread: str, order: str) -> bool:
+        rows = self.pg.query(
+            "SELECT count(*) FROM tool_executions WHERE thread_id = %s AND ok"
+            " AND tool_name = 'cancel_pending_order' AND arguments->>'order_id' = %s"
+            " AND outcome NOT LIKE 'Error:%%'",
+            (thread, order),
+        )
+        status = self.pg.query("SELECT status FROM orders WHERE id = %s", (order,))
+        return bool(rows[0][0] > 0 and status[0][0] == "cancelled")
+
+    def declined_done(self) -> None:
+        v = self._new("declined_write_ran", "a write the customer declined that ran")
+        for w in self.records.writes:
+            if w.decision != "reject":
+                continue
+            status = self.pg.query("SELECT status FROM orders WHERE id = %s", (w.order,))
+            if status[0][0] != "pending":
+                v.add(f"{w.thread}: declined, order {w.order} is {status[0][0]}")
+
+    # --- checkpoints and transcripts -----------------------------------------------------
+
+    def forks(self) -> None:
+        v = self._new(
+            "checkpoint_fork",
+            "a checkpoint chain that forks (two children of one checkpoint in one namespace;"
+            " a rewind's copy, source 'fork', is the one child allowed beside them)",
+        )
+        for thread, ns, parent, n in self.pg.query(
+            "SELECT thread_id, checkpoint_ns, parent_checkpoint_id, count(*) FROM checkpoints"
+            " WHERE parent_checkpoint_id IS NOT NULL"
+            " AND coalesce(metadata->>'source', '') <> 'fork'"
+            " GROUP BY 1, 2, 3 HAVING count(*) > 1"
+        ):
+            v.add(f"{thread} ns={ns!r}: {n} children of {parent}")
+
+    def _transcripts(self) -> dict[str, list[str] | None]:
+        """The user messages of every thread a turn was acknowledged on (None: no 200)."""
+        if self._cache is not None:
+            return self._cache
+        seen: dict[str, list[str] | None] = {}
+        for turn in self.records.turns:
+            if turn.thread in seen or turn.thread in self.records.deleted:
+                continue
+            state = self._state(turn.customer, turn.session)
+            seen[turn.thread] = (
+                [m["content"] for m in state.json()["messages"] if m["role"] == "user"]
+                if state.status_code == 200
+                else None
+            )
+        self._cache = seen
+        return seen
+
+    def acknowledged_missing(self) -> None:
+        v = self._new(
+            "acknowledged_turn_missing",
+            "a turn acknowledged to a client (done completed) missing from its transcript",
+        )
+        transcripts = self._transcripts()
+        for turn in self.records.turns:
+            if turn.thread in self.records.deleted:
+                continue
+            if (turn.thread, turn.content) in self.records.superseded:
+                continue  # the client rewound past it
+            said = transcripts.get(turn.thread)
+            if said is None or turn.content not in said:
+                v.add(f"{turn.thread}: {turn.content!r}")
+
+    def messages_twice(self) -> None:
+        v = self._new("message_stored_twice", "a customer message stored twice in one transcript")
+        for thread, said in self._transcripts().items():
+            for content in set(said or []):
+                if (said or []).count(content) > 1:
+                    v.add(f"{thread}: {content!r}")
+
+    # --- runs and leases -----------------------------------------------------------------
+
+    def running_without_lease(self) -> None:
+        v = self._new("run_running_without_lease", "a run left running with no live lease")
+        for run, thread in self.pg.query(
+            "SELECT r.run_id, r.thread_id FROM runs r WHERE r.status = 'running' AND NOT EXISTS"
+            " (SELECT 1 FROM thread_leases l WHERE l.thread_id = r.thread_id"
+            "  AND l.run_id = r.run_id AND l.expires_at > now())"
+        ):
+            v.add(f"{thread}: run {run}")
+
+    def lease_without_process(self) -> None:
+        v = self._new(
+            "lease_held_by_no_process",
+            "a lease held (a run id on it) by no live process: expired, or its run not running",
+        )
+        for thread, run, expired in self.pg.query(
+            "SELECT l.thread_id, l.run_id, l.expires_at < now() FROM thread_leases l"
+            " WHERE l.run_id IS NOT NULL AND (l.expires_at < now() OR NOT EXISTS"
+            " (SELECT 1 FROM runs r WHERE r.run_id = l.run_id AND r.status = 'running'))"
+        ):
+            v.add(f"{thread}: run {run} ({'expired' if expired else 'run not running'})")
+
+    def event_id_gaps(self) -> None:
+        v = self._new(
+            "event_id_gap_or_duplicate",
+            "a gap or a duplicate in what a client got of a run over all its streams: an id"
+            " not above the last one (or the stream's Last-Event-ID), or a known answer"
+            " not received whole, each piece once",
+        )
+        for thread, run in self.records.runs:
+            problem = id_problem(run)
+            if problem:
+                v.add(f"{thread} run {run.run_id}: {problem}")
+
+    def leaks(self) -> None:
+        v = self._new(
+            "cross_customer_data",
+            "a reply to one customer that contains another customer's data (ids, emails)",
+        )
+        for leak in self.records.leaks:
+            v.add(f"{leak.customer} was sent {leak.found} of {leak.owner} ({leak.thread})")
+
+    def unexcused_5xx(self) -> None:
+        v = self._new(
+            "http_5xx_while_up",
+            "a 5xx while the database was up and at least one replica was alive (a 5xx is"
+            f" excused while a database or replica fault, or {GRACE_S:.0f} s after it, overlaps"
+            " the request)",
+        )
+        windows = [
+            (f.started, (f.ended or f.started) + GRACE_S)
+            for f in self.faults
+            if f.kind in DATABASE_FAULTS or f.kind in REPLICA_FAULTS
+        ]
+        for e in self.records.errors_5xx:
+            if not any(start <= e.answered and e.sent <= end for start, end in windows):
+                at = e.sent - self.records.started
+                v.add(f"t={at:.1f}s {e.method} {e.path}: {e.status} {e.body[:120]!r}")
+
+    def deleted_left_behind(self) -> None:
+        v = self._new(
+            "deleted_thread_left_behind",
+            "a deleted thread (204) whose state, checkpoints or runs are still there",
+        )
+        for thread, (customer, session, _) in self.records.deleted.items():
+            rows = self.pg.query(
+                "SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = %s)"
+                " + (SELECT count(*) FROM runs WHERE thread_id = %s)"
+                " + (SELECT count(*) FROM threads WHERE thread_id = %s)",
+                (thread, thread, thread),
+            )
+            status = self._state(customer, session).status_code
+            if rows[0][0] or status != 404:
+                v.add(f"{thread}: {rows[0][0]} rows left, GET state {status}")
+
+    def never_finished(self) -> None:
+        v = self._new(
+            "operation_never_finished",
+            "a customer's request not done in its client's 240 s, or an operation still"
+            " waiting 150 s after the faults stopped",
+        )
+        for what in self.records.unfinished:
+            v.add(what)
+
+
+def id_problem(run: RunSeen) -> str:
+    """What is wrong with what a client got of one run over all its streams, or ''.
+
+    Ids must only grow, and each stream must start after its Last-Event-ID. They may skip:
+    adjacent tokens queued together go out as one event with the last one's id (README
+    "HTTP API"). So a gap shows in the text: a completed answer the model's is known of
+    must have come whole, each piece once.
+    """
+    last = 0
+    for stream in run.streams:
+        for seq in stream.ids:
+            if seq <= max(last, stream.after):
+                return f"id {seq} after {max(last, stream.after)} (stream from {stream.after})"
+            last = seq
+    text = "".join(run.tokens)
+    completed = run.done is not None and run.done.get("status") == "completed"
+    if completed and run.expected is not None and text not in ("", run.expected):
+        return f"the answer came as {text!r} over {len(run.streams)} streams"
+    return ""
+
+
+def summary(results: list[Invariant]) -> dict[str, Any]:
+    return {r.name: r.count for r in results}

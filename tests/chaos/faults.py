@@ -1,0 +1,240 @@
+"""Random, overlapping faults from a seed, each logged with when it started and ended.
+
+A new fault starts every `gap_s` on average (exponential gaps), chosen by weight among the
+kinds asked for, on a target that is not already under a fault of its own: one replica
+(kill -9 then restart, or SIGSTOP past its lease then SIGCONT), Postgres (restart fast or
+immediate, pg_terminate_backend of random backends), PgBouncer (restart), the model (hangs,
+drips, truncates or 500s for a while) or the clients (streams cut mid-way for a while).
+Each pool keeps one replica running, so the load goes on; everything else may overlap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from tests.chaos.client import Cuts
+from tests.chaos.model import ChaosModel
+from tests.chaos.records import now
+from tests.chaos.topology import LEASE_TTL_S, ChaosDeployment, Replica
+
+# kind: weight
+WEIGHTS = {
+    "kill9": 3,
+    "sigstop": 3,
+    "pg_restart_fast": 1,
+    "pg_restart_immediate": 1,
+    "pg_terminate_backends": 2,
+    "pgbouncer_restart": 1,
+    "model_hang": 1,
+    "model_drip": 1,
+    "model_truncate": 1,
+    "model_http_500": 1,
+    "client_cut": 2,
+}
+# What a fault takes away while it lasts, for excusing a 5xx: the database, or a replica.
+DATABASE_FAULTS = ("pg_restart_fast", "pg_restart_immediate", "pg_terminate_backends",
+                   "pgbouncer_restart")  # fmt: skip
+REPLICA_FAULTS = ("kill9", "sigstop")
+
+
+@dataclass
+class Fault:
+    kind: str
+    target: str
+    started: float  # monotonic
+    ended: float | None = None
+    note: str = ""
+
+
+class Injector:
+    def __init__(
+        self,
+        deployment: ChaosDeployment,
+        model: ChaosModel,
+        cuts: Cuts,
+        seed: int,
+        kinds: list[str],
+        gap_s: float,
+    ) -> None:
+        self.deployment = deployment
+        self.model = model
+        self.cuts = cuts
+        self.random = random.Random(seed)
+        self.kinds = kinds
+        self.gap_s = gap_s
+        self.log: list[Fault] = []
+        self._busy: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- the schedule --------------------------------------------------------------------
+
+    async def run(self, seconds: float) -> None:
+        """Start faults until `seconds` have passed; then wait for those under way."""
+        until = now() + seconds
+        while True:
+            await asyncio.sleep(self.random.expovariate(1 / self.gap_s))
+            if now() >= until:
+                break
+            self._start_one()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _start_one(self) -> None:
+        weights = [WEIGHTS[k] for k in self.kinds]
+        for _ in range(5):  # a few picks, in case the first one's target is busy
+            kind = self.random.choices(self.kinds, weights)[0]
+            started = self._plan(kind)
+            if started is not None:
+                task = asyncio.create_task(started)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return
+
+    def _plan(self, kind: str) -> Coroutine[Any, Any, None] | None:
+        """The fault's coroutine, or None when its target is busy."""
+        if kind in REPLICA_FAULTS:
+            replica = self._free_replica()
+            if replica is None:
+                return None
+            if kind == "kill9":
+                return self._hold(replica.name, kind, lambda f: self._kill9(replica, f))
+            return self._hold(replica.name, kind, lambda f: self._sigstop(replica, f))
+        target, action = self._other(kind)
+        if target in self._busy:
+            return None
+        return self._hold(target, kind, action)
+
+    def _other(self, kind: str) -> tuple[str, Callable[[Fault], Awaitable[None]]]:
+        if kind.startswith("pg_restart"):
+            return "postgres", lambda f: self._pg_restart(kind.rsplit("_", 1)[-1], f)
+        if kind == "pg_terminate_backends":
+            # Not a target of its own: backends die while anything else goes on.
+            return f"backends-{len(self.log)}", self._terminate
+        if kind == "pgbouncer_restart":
+            return "pgbouncer", self._bouncer_restart
+        if kind.startswith("model_"):
+            return "model", lambda f: self._model(kind.removeprefix("model_"), f)
+        return "clients", self._cut
+
+    def _free_replica(self) -> Replica | None:
+        free = []
+        for pool in ("confirm", "direct"):
+            replicas = self.deployment.pool(pool)
+            up = [r for r in replicas if r.name not in self._busy]
+            if len(up) >= 2:  # one stays up in each pool
+                free += up
+        return self.random.choice(free) if free else None
+
+    async def _hold(
+        self, target: str, kind: str, action: Callable[[Fault], Awaitable[None]]
+    ) -> None:
+        self._busy.add(target)
+        fault = Fault(kind, target, now())
+        self.log.append(fault)
+        try:
+            await action(fault)
+        except Exception as error:  # a fault that could not be done is logged, not fatal
+            fault.note = f"failed: {error!r}"[:300]
+        finally:
+            fault.ended = now()
+            self._busy.discard(target)
+
+    # --- the faults ----------------------------------------------------------------------
+
+    async def _kill9(self, replica: Replica, fault: Fault) -> None:
+        await asyncio.to_thread(replica.kill9)
+        await asyncio.sleep(self.random.uniform(0.5, 4.0))
+        await self._start_replica(replica)
+
+    async def _start_replica(self, replica: Replica) -> None:
+        for _ in range(10):  # its start waits for the database, which may be down meanwhile
+            try:
+                await asyncio.to_thread(replica.start, 60.0)
+                return
+            except (RuntimeError, TimeoutError):
+                await asyncio.to_thread(replica.kill9)
+                await asyncio.sleep(1)
+        raise RuntimeError(f"{replica.name} did not start again")
+
+    async def _sigstop(self, replica: Replica, fault: Fault) -> None:
+        pid = replica.pid
+        if pid is None:
+            raise RuntimeError("not running")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await asyncio.sleep(LEASE_TTL_S * self.random.uniform(1.3, 2.5))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    async def _pg_restart(self, mode: str, fault: Fault) -> None:
+        down_s = self.random.uniform(0.0, 2.0)
+        fault.note = f"down {down_s:.1f}s"
+        await asyncio.to_thread(self.deployment.postgres.restart, mode, down_s=down_s)  # type: ignore[arg-type]
+
+    async def _terminate(self, fault: Fault) -> None:
+        share = self.random.uniform(0.2, 1.0)
+        sql = (
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " AND random() < %s"
+        )
+
+        def terminate() -> int:
+            with psycopg.connect(self.deployment.postgres.admin_url, autocommit=True) as conn:
+                row = conn.execute(sql, (share,)).fetchone()
+            return int(row[0]) if row else 0
+
+        fault.note = f"{await asyncio.to_thread(terminate)} backends"
+
+    async def _bouncer_restart(self, fault: Fault) -> None:
+        bouncer = self.deployment.pgbouncer
+        await asyncio.to_thread(bouncer.stop)
+        await asyncio.sleep(self.random.uniform(0.0, 2.0))
+        await asyncio.to_thread(bouncer.start)
+
+    async def _model(self, kind: str, fault: Fault) -> None:
+        self.model.fault = kind
+        try:
+            await asyncio.sleep(self.random.uniform(3.0, 10.0))
+        finally:
+            self.model.fault = None
+
+    async def _cut(self, fault: Fault) -> None:
+        seconds = self.random.uniform(2.0, 6.0)
+        self.cuts.arm(seconds, self.random.uniform(0.3, 1.0))
+        await asyncio.sleep(seconds)
+        self.cuts.disarm()
+
+    # --- afterwards ----------------------------------------------------------------------
+
+    async def restore(self) -> None:
+        """Everything back up, whatever a fault left behind (a fault that failed half-way)."""
+        self.model.fault = None
+        self.cuts.disarm()
+        deployment = self.deployment
+        if not deployment.postgres.running:
+            await asyncio.to_thread(deployment.postgres.start)
+        if deployment.pgbouncer.pid is None:
+            await asyncio.to_thread(deployment.pgbouncer.start)
+        for replica in deployment.replicas:
+            if replica.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(replica.pid, signal.SIGCONT)
+            else:
+                await self._start_replica(replica)
+
+    def counts(self) -> Counter[str]:
+        return Counter(f.kind for f in self.log)
+
+    def last_end(self) -> float:
+        return max((f.ended or now() for f in self.log), default=now())

@@ -1,0 +1,80 @@
+"""The soak's scripted model: what each kind of customer message gets, and model faults.
+
+Stateless (every conversation shares it): the reply is read off the latest customer message,
+whose tag says what the customer wants. `ChaosModel.fault` is set by the fault injector for
+a while: then a share of the requests hang, drip, end early or get a 500.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+from dataclasses import replace
+
+from tests.fakellm import ChatRequest, Latency, Reply, StreamFault
+from tests.fakellm.policies import answer_order_status, summarise_tool_results
+
+ORDER = re.compile(r"#W\d{7}")
+STORY = (
+    "Let me walk you through how our deliveries work, from the warehouse to your door, "
+    "including how tracking updates appear, when a courier calls ahead, what happens "
+    "when nobody is home, and how long a parcel waits at the depot before it comes back "
+    "to us. Most parcels arrive within three to five business days."
+)
+STORY_PACE = Latency(ttft_ms=30, tokens_per_s=15)  # about four seconds: a cancel finds it
+NOTED = "Noted. Is there anything else I can help you with?"
+HANDED_OVER = "I have passed your conversation to a human agent, who will reply by email."
+MODEL_FAULTS = ("hang", "drip", "truncate", "http_500")
+
+
+class ChaosPolicy:
+    def __call__(self, request: ChatRequest) -> Reply:
+        text = request.last_user_text()
+        results = request.pending_tool_results()
+        if results:
+            if results[-1].name == "get_order_details":
+                return answer_order_status(request)
+            if results[-1].name == "transfer_to_human_agents":
+                return Reply.say(HANDED_OVER)
+            return summarise_tool_results(request)
+        order = ORDER.search(text)
+        if text.startswith("[cancel]") and order:
+            return Reply.call(
+                "cancel_pending_order", order_id=order.group(0), reason="ordered by mistake"
+            )
+        if text.startswith("[order]") and order:
+            return Reply.call("get_order_details", order_id=order.group(0))
+        if text.startswith("[profile]"):
+            return Reply.call("get_user_details", user_id=text.split()[1])
+        if text.startswith("[handoff]"):
+            return Reply.call("transfer_to_human_agents", summary="The customer asks for a human.")
+        if text.startswith("[story]"):
+            return Reply.say(STORY, latency=STORY_PACE)
+        return Reply.say(NOTED)
+
+
+class ChaosModel:
+    """`policy`'s replies, broken on purpose while `fault` is set (a `MODEL_FAULTS` name)."""
+
+    def __init__(self, seed: int, share: float = 0.7) -> None:
+        self.policy = ChaosPolicy()
+        self.fault: str | None = None
+        self.share = share
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()  # called on the model server's own thread
+
+    def __call__(self, request: ChatRequest) -> Reply:
+        reply = self.policy(request)
+        fault = self.fault
+        with self._lock:
+            hit = fault is not None and self._random.random() < self.share
+        if not hit:
+            return reply
+        if fault == "http_500":
+            return Reply.fail(500)
+        if fault == "hang":
+            return replace(reply, stream_fault=StreamFault.hang())
+        if fault == "drip":
+            return replace(reply, stream_fault=StreamFault.drip(every_s=0.5))
+        return replace(reply, stream_fault=StreamFault.truncate())

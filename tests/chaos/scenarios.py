@@ -1,0 +1,183 @@
+"""What a simulated customer does: one operation per new thread, each to its end.
+
+Each operation records what the client was told (records.py): the turns acknowledged to it,
+the writes it approved, declined or asked for with confirmation off, the threads it rewound
+or deleted. An operation returns its outcome for the report.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tests.chaos.client import Client, NothingPending
+from tests.chaos.model import NOTED, STORY
+from tests.chaos.records import Turn, Write
+
+Op = Callable[["Context"], Awaitable[str]]
+
+
+class Context:
+    """One operation: its client, its fresh thread, and a random source of its own."""
+
+    def __init__(self, client: Client, kind: str, rng: random.Random) -> None:
+        self.client = client
+        self.kind = kind
+        self.rng = rng
+        self.session = f"{kind}-{uuid.UUID(int=rng.getrandbits(128)).hex[:16]}"
+        self.thread = f"{client.customer}:{self.session}"
+        self.turns = 0
+        self.last_content = ""
+        client.mentioned = set()
+
+    @property
+    def base(self) -> str:
+        return f"/threads/{self.session}"
+
+    async def say(self, content: str, expected: str | None = None, **options: Any) -> str:
+        """One message to its end; the done status. `content` gets a unique reference;
+        `expected`: the model's whole answer to it."""
+        self.turns += 1
+        content = f"{content} (ref {self.session} {self.turns})"
+        body = {"content": content, "client_message_id": f"m{self.turns}"}
+        seen = await self.client.run(self.base + "/messages", body, thread=self.thread, **options)
+        assert seen.done is not None
+        status = str(seen.done["status"])
+        if status == "completed":
+            self.acknowledge(content)
+        self.last_content = content
+        return status
+
+    def acknowledge(self, content: str) -> None:
+        c = self.client
+        c.records.turns.append(Turn(self.thread, self.session, c.customer, c.pool, content))
+
+    async def decide(self, decision: str) -> str:
+        """The decision on the pending write; `completed` once the answer is done."""
+        try:
+            seen = await self.client.run(
+                self.base + "/resume", {"decision": decision}, thread=self.thread
+            )
+        except NothingPending:
+            # The decision was taken by an earlier try whose answer was lost: say so, and a
+            # new message finishes the turn (README: an approved write runs when the thread
+            # is next touched).
+            return await self.say("[note] did that go through?", NOTED)
+        assert seen.done is not None
+        return str(seen.done["status"])
+
+
+async def read_order(ctx: Context) -> str:
+    order = ctx.rng.choice(ctx.client.shop.orders_of(ctx.client.customer))
+    return await ctx.say(f"[order] where is my order {order}?")
+
+
+async def read_profile(ctx: Context) -> str:
+    return await ctx.say(f"[profile] {ctx.client.customer} what is on my account?")
+
+
+async def read_other(ctx: Context) -> str:
+    """Another customer's order: the answer must say nothing of it."""
+    shop = ctx.client.shop
+    other = ctx.rng.choice([c for c in shop.customers if c != ctx.client.customer])
+    order = ctx.rng.choice(shop.orders_of(other))
+    ctx.client.mentioned = {order}
+    return await ctx.say(f"[order] where is order {order}?")
+
+
+async def _write(ctx: Context, decision: str) -> str:
+    c = ctx.client
+    order = c.shop.take_order(c.customer)
+    if order is None:
+        return await read_profile(ctx)
+    status = await ctx.say(f"[cancel] please cancel {order}")
+    if decision == "unconfirmed":  # a replica with WRITE_CONFIRMATION=off: no interrupt
+        if status == "completed":
+            c.records.writes.append(Write(ctx.thread, ctx.session, c.customer, c.pool, order, "-"))
+        return f"{status}"
+    if status != "interrupted":
+        return f"no confirmation asked ({status})"
+    # Recorded before it is sent: a decision whose answer is lost may still have been taken.
+    c.records.writes.append(Write(ctx.thread, ctx.session, c.customer, c.pool, order, decision))
+    return await ctx.decide(decision)
+
+
+async def write_approve(ctx: Context) -> str:
+    return await _write(ctx, "approve")
+
+
+async def write_decline(ctx: Context) -> str:
+    return await _write(ctx, "reject")
+
+
+async def write_unconfirmed(ctx: Context) -> str:
+    return await _write(ctx, "unconfirmed")
+
+
+async def handoff_unconfirmed(ctx: Context) -> str:
+    status = await ctx.say("[handoff] I want to talk to a human")
+    if status == "completed":
+        c = ctx.client
+        c.records.writes.append(Write(ctx.thread, ctx.session, c.customer, c.pool, "handoff", "-"))
+    return status
+
+
+async def cancel(ctx: Context) -> str:
+    """A long answer, cancelled after a few tokens (from whichever replica the balancer
+    picks); `cancelled`, or `completed` when the answer won the race."""
+    return await ctx.say("[story] tell me about deliveries", cancel_after=ctx.rng.randint(1, 8))
+
+
+async def drop_and_resume(ctx: Context) -> str:
+    """A long answer, left after a few tokens and followed again with Last-Event-ID."""
+    return await ctx.say(
+        "[story] tell me about deliveries", STORY, drop_after=ctx.rng.randint(1, 20)
+    )
+
+
+async def rewind(ctx: Context) -> str:
+    """Two turns, a rewind to before the second ("edit and regenerate"), a new second."""
+    await ctx.say("[note] first question", NOTED)
+    await ctx.say("[note] second question", NOTED)
+    second = ctx.last_content
+    state = (await ctx.client.request("GET", ctx.base + "/state")).json()
+    ids = [m["id"] for m in state["messages"] if m["content"] == second]
+    if not ids:
+        return "second turn missing before the rewind"
+    # Marked first: a rewind whose answer is lost may have happened.
+    ctx.client.records.superseded.add((ctx.thread, second))
+    response = await ctx.client.request("POST", ctx.base + "/rewind", json={"message_id": ids[0]})
+    if response.status_code != 200:
+        return f"rewind {response.status_code}"
+    return await ctx.say("[note] the second question, edited", NOTED)
+
+
+async def delete(ctx: Context) -> str:
+    await ctx.say("[note] a question", NOTED)
+    response = await ctx.client.request("DELETE", ctx.base)
+    c = ctx.client
+    if response.status_code in (204, 404):  # 404: an earlier try's answer was lost
+        c.records.deleted[ctx.thread] = (c.customer, ctx.session, c.pool)
+        return f"deleted {response.status_code}"
+    return f"delete {response.status_code}"
+
+
+# (operation, weight) for each pool: `confirm` replicas ask before a write, `direct` not.
+CONFIRM_OPS: list[tuple[Op, int]] = [
+    (read_order, 20),
+    (read_profile, 8),
+    (read_other, 6),
+    (write_approve, 16),
+    (write_decline, 8),
+    (cancel, 8),
+    (drop_and_resume, 8),
+    (rewind, 6),
+    (delete, 6),
+]
+DIRECT_OPS: list[tuple[Op, int]] = [
+    (write_unconfirmed, 6),
+    (handoff_unconfirmed, 2),
+    (read_order, 2),
+]

@@ -1,0 +1,212 @@
+"""The soak: the deployment under steady load and random faults, then settle, then check.
+
+1. Postgres, PgBouncer, the two pools of replicas and their balancers (topology.py), the
+   scripted model (model.py) in this process, the soak's shop (shop.py).
+2. `clients` simulated customers (scenarios.py), each doing one operation after another
+   until the fault phase is over, while the injector (faults.py) breaks things.
+3. Faults stop; everything is brought back; the customers finish what they were doing and
+   stop; then the system must settle: every replica ready, no run running, no lease held,
+   and a fresh read answered through each balancer.
+4. The checker (checker.py) counts every broken promise; the report (report.py) says what
+   happened. The exit code is 1 when any count is not 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.chaos.checker import Checker, Invariant
+from tests.chaos.client import Client, Cuts, GaveUp
+from tests.chaos.faults import WEIGHTS, Injector
+from tests.chaos.model import ChaosModel
+from tests.chaos.records import Records, now
+from tests.chaos.scenarios import CONFIRM_OPS, DIRECT_OPS, Context, Op, read_order
+from tests.chaos.shop import Shop
+from tests.chaos.topology import ChaosDeployment
+from tests.fakellm import Latency, ScriptedModelServer
+from tests.scale.topology import bearer
+
+CUSTOMERS_PER_CLIENT = 10
+FINISH_S = 150.0  # the customers' last operations, after the faults
+SETTLE_S = 120.0
+
+
+@dataclass
+class Settings:
+    duration_s: float
+    seed: int
+    out: Path
+    clients: int = 12
+    direct_clients: int = 4
+    gap_s: float = 3.0
+    kinds: list[str] = field(default_factory=lambda: list(WEIGHTS))
+
+
+@dataclass
+class Outcome:
+    settings: Settings
+    records: Records
+    injector: Injector
+    invariants: list[Invariant]
+    fault_phase: tuple[float, float]  # monotonic
+    clients_done_s: float  # after the last fault ended
+    settled_s: float | None
+    wall_s: float
+
+    @property
+    def violations(self) -> int:
+        return sum(i.count for i in self.invariants)
+
+
+def customers_loop(
+    client: Client,
+    customers: list[str],
+    ops: list[tuple[Op, int]],
+    rng: random.Random,
+    stop: asyncio.Event,
+) -> asyncio.Task[None]:
+    tokens = {c: bearer(c) for c in customers}
+
+    async def loop() -> None:
+        kinds = [op for op, _ in ops]
+        weights = [w for _, w in ops]
+        while not stop.is_set():
+            client.customer = rng.choice(customers)
+            client.headers = tokens[client.customer]
+            op = rng.choices(kinds, weights)[0]
+            kind = op.__name__
+            try:
+                outcome = await op(Context(client, kind, rng))
+            except GaveUp as error:
+                outcome = "gave up"
+                client.records.unfinished.append(f"gave up: {error}")
+            except AssertionError as error:
+                outcome = f"unexpected answer: {str(error)[:120]}"
+            client.records.ops[(kind, outcome)] += 1
+            await asyncio.sleep(rng.uniform(0.1, 0.6))
+
+    return asyncio.create_task(loop())
+
+
+async def wait_settled(deployment: ChaosDeployment, records: Records, shop: Shop) -> bool:
+    """Every replica ready, nothing running, no lease held, a read answered in each pool."""
+    deadline = now() + SETTLE_S
+    pg = deployment.postgres
+    async with httpx.AsyncClient(timeout=10) as http:
+        while now() < deadline:
+            try:
+                ready = [
+                    (await http.get(r.url + "/readyz")).status_code == 200
+                    for r in deployment.replicas
+                ]
+                busy = await asyncio.to_thread(
+                    pg.query,
+                    "SELECT (SELECT count(*) FROM runs WHERE status = 'running')"
+                    " + (SELECT count(*) FROM thread_leases"
+                    "    WHERE run_id IS NOT NULL AND expires_at > now())",
+                )
+                if all(ready) and busy[0][0] == 0:
+                    break
+            except (httpx.HTTPError, OSError):
+                pass
+            await asyncio.sleep(0.5)
+        else:
+            return False
+    probe = Records()
+    for pool in ("confirm", "direct"):
+        async with httpx.AsyncClient(base_url=deployment.url(pool), timeout=30) as http:
+            customer = shop.customers[0]
+            client = Client(http, customer, bearer(customer), pool, probe, Cuts(0), shop)
+            ctx = Context(client, "probe", random.Random(0))
+            if await read_order(ctx) != "completed":
+                return False
+    return True
+
+
+async def soak(settings: Settings) -> Outcome:
+    wall = time.monotonic()
+    settings.out.mkdir(parents=True, exist_ok=True)
+    logs = settings.out / "logs"
+    logs.mkdir(exist_ok=True)
+    rng = random.Random(settings.seed)
+    orders_each = max(20, int(settings.duration_s / 6))
+    shop = Shop.plan(settings.clients * CUSTOMERS_PER_CLIENT, orders_each)
+    model = ChaosModel(rng.randrange(2**32))
+    latency = Latency(ttft_ms=30, tokens_per_s=40)
+    records = Records()
+    cuts = Cuts(rng.randrange(2**32))
+    with ScriptedModelServer(model, latency=latency, record=False) as server:
+        deployment = ChaosDeployment(server.base_url, logs)
+        try:
+            await asyncio.to_thread(deployment.start)  # migrations run their own loop
+            await asyncio.to_thread(shop.insert, deployment.postgres.url)
+            injector = Injector(
+                deployment, model, cuts, rng.randrange(2**32), settings.kinds, settings.gap_s
+            )
+            outcome = await _drive(settings, deployment, shop, records, cuts, injector, rng)
+        finally:
+            _keep_logs(deployment, logs)
+            await asyncio.to_thread(deployment.cleanup)
+    outcome.wall_s = time.monotonic() - wall
+    return outcome
+
+
+async def _drive(
+    settings: Settings,
+    deployment: ChaosDeployment,
+    shop: Shop,
+    records: Records,
+    cuts: Cuts,
+    injector: Injector,
+    rng: random.Random,
+) -> Outcome:
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    timeout = httpx.Timeout(60, connect=5)
+    https = {
+        pool: httpx.AsyncClient(base_url=deployment.url(pool), limits=limits, timeout=timeout)
+        for pool in ("confirm", "direct")
+    }
+    tasks = []
+    clients: list[Client] = []
+    for i in range(settings.clients):
+        pool = "direct" if i < settings.direct_clients else "confirm"
+        ops = DIRECT_OPS if pool == "direct" else CONFIRM_OPS
+        # Each client has customers of its own: one customer's threads are one client's.
+        mine = shop.customers[i * CUSTOMERS_PER_CLIENT : (i + 1) * CUSTOMERS_PER_CLIENT]
+        client = Client(https[pool], mine[0], bearer(mine[0]), pool, records, cuts, shop)
+        tasks.append(customers_loop(client, mine, ops, random.Random(rng.random()), stop))
+        clients.append(client)
+    started = now()
+    await injector.run(settings.duration_s)
+    await injector.restore()
+    ended = injector.last_end()
+    stop.set()
+    _, unfinished = await asyncio.wait(tasks, timeout=FINISH_S)
+    for task, client in zip(tasks, clients, strict=True):
+        if task in unfinished:
+            records.unfinished.append(records.waiting.get(id(client), client.customer))
+            task.cancel()
+    clients_done = now() - ended
+    settled = await wait_settled(deployment, records, shop)
+    settled_s = now() - ended if settled else None
+    for http in https.values():
+        await http.aclose()
+    checker = Checker(deployment.postgres, deployment.url("confirm"), records, injector.log)
+    invariants = await asyncio.to_thread(checker.run)
+    return Outcome(
+        settings, records, injector, invariants, (started, ended), clients_done, settled_s, 0.0
+    )
+
+
+def _keep_logs(deployment: ChaosDeployment, logs: Path) -> None:
+    for name, path in deployment.logs().items():
+        if path.exists() and path.parent != logs:
+            shutil.copy(path, logs / f"{name.split()[0]}.log")
