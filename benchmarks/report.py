@@ -214,6 +214,14 @@ def _capacity_targets(r: dict[str, Any]) -> list[str]:
             f" write {rt['write']['round_trips_per_turn']:.1f}"
             f" ({rt['write']['statements_per_turn']:.0f} statements) | - |"
         )
+    lg = r.get("lg_cost")
+    if lg:
+        rows.append(
+            "| a read turn through /lg runs.stream vs the native POST (service CPU, p50)"
+            f" | {lg['lg']['cpu_ms_per_turn']:.1f} vs {lg['native']['cpu_ms_per_turn']:.1f} ms"
+            f" CPU, {lg['lg']['latency_ms_p50']:.0f} vs {lg['native']['latency_ms_p50']:.0f} ms"
+            " | - |"
+        )
     return rows
 
 
@@ -647,6 +655,20 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def section_lg_cost(r: dict[str, Any]) -> list[str]:
+    lg = r.get("lg_cost")
+    if not lg:
+        return []
+    from benchmarks.lg_cost import render as render_lg_cost
+
+    return [
+        "## A turn through the LangGraph API (/lg) against the native route",
+        "",
+        render_lg_cost(lg),
+        "",
+    ]
+
+
 def section_roundtrips(r: dict[str, Any]) -> list[str]:
     rt = r.get("roundtrips")
     if not rt:
@@ -757,6 +779,7 @@ def render(r: dict[str, Any]) -> str:
     lines += _section_ceilings(r)
     lines += section_capacity(r)
     lines += section_roundtrips(r)
+    lines += section_lg_cost(r)
     if r.get("features_md"):
         lines += [r["features_md"].rstrip(), ""]
     lines += _section_profile(r)

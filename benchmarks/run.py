@@ -23,7 +23,16 @@ from typing import Any
 
 import psycopg
 
-from benchmarks import capacity, features, machine, profiling, retention, roundtrips, summary
+from benchmarks import (
+    capacity,
+    features,
+    lg_cost,
+    machine,
+    profiling,
+    retention,
+    roundtrips,
+    summary,
+)
 from benchmarks.config import FULL, QUICK, Plan
 from benchmarks.pgceiling import pgbench_ceiling
 from benchmarks.procs import (
@@ -539,6 +548,7 @@ def run_all(bench: Bench) -> None:
                 {name: urls[name] for name in ("ours", "thin-memory", "thin-postgres")}
             )
         bench.section_profile(urls["ours"])
+        section_lg_cost(bench, urls["ours"])
         bench.section_long(urls["ours"])
     bench.section_ceiling_b()
     with services(bench, "realistic") as urls:
@@ -573,6 +583,17 @@ def section_roundtrips(bench: Bench) -> None:
     except (RuntimeError, OSError, TimeoutError) as error:  # e.g. no PostgreSQL binaries
         bench.results["roundtrips"] = {"skipped": f"{type(error).__name__}: {error}"}
     bench.commands["benchmarks.roundtrips"] = f"python -m benchmarks.roundtrips --turns {turns}"
+
+
+def section_lg_cost(bench: Bench, url: str) -> None:
+    """A turn through the LangGraph API (/lg runs.stream) against the native POST
+    (benchmarks/lg_cost.py), on the instant service."""
+    turns = 60 if bench.plan.name == "full" else 20
+    log(f"/lg vs native: {turns} read turns each way, one customer")
+    user, order = json.loads(bench.pairs_file.read_text())[0]
+    pid = bench.procs["ours"].pid
+    bench.results["lg_cost"] = asyncio.run(lg_cost.measure(url, pid, user, order, turns))
+    bench.commands["benchmarks.lg_cost"] = f"python -m benchmarks.lg_cost --turns {turns}"
 
 
 def section_retention(bench: Bench) -> None:
