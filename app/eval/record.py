@@ -107,12 +107,15 @@ async def _task_json(conn: AsyncConnection[Any], thread_id: str) -> dict[str, An
         after = groups_after(now, later, thread_id)
         product_rows = await _products(conn, start, after, said)
     data = {**tau_data(start), "products": product_rows}
+    records = tau_data(after)
+    for user_id, user in records["users"].items():  # no write adds or removes an order
+        user["orders"] = data["users"][user_id]["orders"]
     handed_off = said.handed_off or conversation.handoff_tickets > 0
     expected = {
         "result": _result(conversation.result, said, handed_off=handed_off),
         "handoff": handed_off,
         "declined": said.declined,
-        "records": tau_data(after),
+        "records": records,
     }
     session = thread_id.split(":", 1)[1] if ":" in thread_id else thread_id
     task: dict[str, Any] = _plain(

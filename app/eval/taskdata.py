@@ -53,7 +53,7 @@ def start_data(base: TauData, task: Task) -> TauData | None:
 def overlay(base: TauData, records: dict[str, Any]) -> TauData:
     """`base` with `records` (tau-bench users, orders, products) put over it. A user's
     orders are the ones their record lists; an order `records` lacks stays as in `base`."""
-    out = TauData(dict(base.users), dict(base.orders), dict(base.products))
+    out = TauData(users=dict(base.users), products=dict(base.products), orders=dict(base.orders))
     for user_id, user in records.get("users", {}).items():
         listed = set(user.get("orders", []))
         for order_id in out.users.get(user_id, {}).get("orders", []):
