@@ -51,6 +51,8 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg
     if (STATIC_DIR / "console.html").exists():
         app.add_api_route("/console", _console_page, include_in_schema=False)
+    if (STATIC_DIR / "console-analytics.html").exists():
+        app.add_api_route("/console/analytics", _analytics_page, include_in_schema=False)
     if (STATIC_DIR / "index.html").exists():
         page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
         app.mount("/", page, name="static")
@@ -73,3 +75,10 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
 async def _console_page() -> FileResponse:
     """The staff console (app/static/console.html), under the chat page's policy."""
     return FileResponse(STATIC_DIR / "console.html", headers=page_headers(CHAT_PAGE_CSP))
+
+
+async def _analytics_page() -> FileResponse:
+    """The console's analytics page (app/static/console-analytics.html); its data comes
+    from the staff-only /staff/analytics API, so the page itself holds nothing."""
+    path = STATIC_DIR / "console-analytics.html"
+    return FileResponse(path, headers=page_headers(CHAT_PAGE_CSP))

@@ -57,6 +57,7 @@ _LIST = """SELECT thread_id, result, handoff_reason, flags, score, score_reasons
     FROM conversation_outcomes
     WHERE (%(flag)s::text IS NULL
            OR flags @> jsonb_build_array(jsonb_build_object('code', %(flag)s::text)))
+      AND (%(flagged)s::bool IS NULL OR (jsonb_array_length(flags) > 0) = %(flagged)s)
       AND (%(result)s::text IS NULL OR result = %(result)s)
       AND (%(max_score)s::int IS NULL OR score <= %(max_score)s)
       AND (%(after_ended)s::timestamptz IS NULL
@@ -122,6 +123,7 @@ async def conversations(
     pool: AsyncConnectionPool[Any],
     *,
     flag: str | None,
+    flagged: bool | None = None,
     result: str | None,
     max_score: int | None,
     after: tuple[datetime, str] | None,
@@ -130,6 +132,7 @@ async def conversations(
     """A page of outcomes, newest ended first, and the position after it (None: the end)."""
     params = {
         "flag": flag,
+        "flagged": flagged,
         "result": result,
         "max_score": max_score,
         "after_ended": after[0] if after else None,

@@ -64,6 +64,12 @@ class ConsoleApp {
     else this.showSignIn();
   }
 
+  /** /console#thread=ID (the analytics page links so) opens that conversation. */
+  openFromHash() {
+    const threadId = new URLSearchParams(location.hash.slice(1)).get("thread");
+    if (threadId) this.openThread(threadId);
+  }
+
   showSignIn(message = "") {
     this.els.app.hidden = true;
     this.els.signin.hidden = false;
@@ -113,6 +119,7 @@ class ConsoleApp {
     this.els.app.hidden = false;
     this.els.status.textContent = "";
     this.queue.start(this.api);
+    this.openFromHash();
   }
 
   signOut(message = "") {

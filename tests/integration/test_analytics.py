@@ -336,6 +336,13 @@ class TestAnalyticsApi:
             if cursor is None:
                 break
         bad = await client.get("/staff/analytics/conversations?flag=nonsense", headers=h)
+        flagged = await client.get("/staff/analytics/conversations?flagged=true", headers=h)
+        unflagged = await client.get("/staff/analytics/conversations?flagged=false", headers=h)
+        async with db.connection() as conn:
+            cur = await conn.execute(
+                "SELECT thread_id FROM conversation_outcomes WHERE flags <> '[]'::jsonb"
+            )
+            with_flags = {r["thread_id"] for r in await cur.fetchall()}
 
         (item,) = declined.json()["items"]
         assert set(item) == {
@@ -351,6 +358,9 @@ class TestAnalyticsApi:
         every = [i["thread_id"] for page in pages for i in page]
         assert len(every) == len(set(every)) == 5
         assert bad.status_code == 422
+        assert {i["thread_id"] for i in flagged.json()["items"]} == with_flags
+        assert f"{NOAH}:declined" in with_flags and f"{NOAH}:resolved" not in with_flags
+        assert {i["thread_id"] for i in unflagged.json()["items"]} == set(every) - with_flags
 
     async def test_customers_and_guests_get_404(
         self, client: httpx.AsyncClient, server: LiveServer

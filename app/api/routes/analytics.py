@@ -60,15 +60,18 @@ async def analytics_conversations(
     staff: Staff,
     services: ServicesDep,
     flag: FlagCode | None = None,
+    flagged: bool | None = None,
     result: Result | None = None,
     max_score: Annotated[int | None, Query(ge=1, le=5)] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
-    """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`."""
+    """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`.
+    `flagged=true` keeps those with any flag, `false` those with none."""
     items, last = await conversations(
         services.pool,
         flag=flag,
+        flagged=flagged,
         result=result,
         max_score=max_score,
         after=position_of(cursor),

@@ -1,0 +1,178 @@
+"""The console's analytics page in Chromium: conversations through the real service (the
+scripted model), the outcome sweep, then the page's charts (a screenshot of each must hold
+the series' colours, not only axes and grid) and the flagged table, whose link opens the
+conversation in the console."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from playwright.async_api import BrowserContext, Page, expect
+from psycopg_pool import AsyncConnectionPool
+
+from app.analytics.sweep import SweepPolicy, sweep
+from tests.browser.conftest import OUTPUT, PENDING, SARA, AppServer
+from tests.browser.console_pages import PageErrors, open_console, transcript
+from tests.fakellm import Reply, Script, ScriptedModelServer
+
+CHARTS = ("chart-results", "chart-rates", "chart-tools", "chart-cost", "chart-ttft")
+# Counts the pixels of a PNG (a screenshot, as a data URL) that are strongly coloured: the
+# series are; the background, axes, labels and grid are white, black or grey.
+COLOURED_PIXELS = """
+async (url) => {
+  const img = new Image();
+  img.src = url;
+  await img.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = img.width;
+  canvas.height = img.height;
+  const ctx = canvas.getContext("2d");
+  ctx.drawImage(img, 0, 0);
+  const { data } = ctx.getImageData(0, 0, img.width, img.height);
+  let coloured = 0;
+  for (let i = 0; i < data.length; i += 4) {
+    const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+    if (Math.max(r, g, b) - Math.min(r, g, b) > 80) coloured += 1;
+  }
+  return { coloured, total: data.length / 4 };
+}
+"""
+
+
+async def post(server: AppServer, session: str, content: str, resume: str | None = None) -> str:
+    async with server.client() as client:
+        if resume:
+            r = await client.post(
+                f"/threads/{session}/resume",
+                json={"decision": resume},
+                headers=server.headers(SARA),
+            )
+        else:
+            r = await client.post(
+                f"/threads/{session}/messages",
+                json={"content": content},
+                headers=server.headers(SARA),
+            )
+    assert r.status_code == 200, r.text
+    status: str = r.json()["status"]
+    return status
+
+
+async def a_few_conversations(server: AppServer, model: ScriptedModelServer) -> None:
+    model.use(Script([Reply.say("Your order ships tomorrow.")]))
+    await post(server, "fine", "when does my order ship?")
+    model.use(
+        Script(
+            [
+                Reply.call("cancel_pending_order", order_id=PENDING, reason="ordered by mistake"),
+                Reply.say("All right, I left the order as it is."),
+            ]
+        )
+    )
+    assert await post(server, "declined", "cancel my order please") == "interrupted"
+    await post(server, "declined", "", resume="reject")
+    model.use(
+        Script(
+            [
+                Reply.call("get_order_details", order_id="#W9999999"),
+                Reply.call("get_order_details", order_id="#W9999999"),
+                Reply.say("I could not find that order."),
+            ]
+        )
+    )
+    await post(server, "failing", "where is order #W9999999?")
+
+
+async def a_day_earlier(pool: AsyncConnectionPool[Any], session: str) -> None:
+    """Move a conversation to yesterday, so the charts have two days to draw lines between."""
+    thread_id = f"{SARA}:{session}"
+    async with pool.connection() as conn:
+        await conn.execute(
+            """UPDATE threads SET created_at = created_at - interval '1 day',
+                   updated_at = updated_at - interval '1 day' WHERE thread_id = %s""",
+            (thread_id,),
+        )
+        await conn.execute(
+            """UPDATE runs SET created_at = created_at - interval '1 day',
+                   finished_at = finished_at - interval '1 day' WHERE thread_id = %s""",
+            (thread_id,),
+        )
+
+
+async def coloured_pixels(page: Page, testid: str) -> dict[str, int]:
+    """In a screenshot of the chart's canvas alone (the legend's coloured keys are HTML
+    beside it), the pixels of the series' colours."""
+    chart = page.get_by_test_id(testid).locator("canvas")
+    png = await chart.screenshot(path=str(OUTPUT / f"analytics-{testid}.png"))
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    counted: dict[str, int] = await page.evaluate(COLOURED_PIXELS, url)
+    return counted
+
+
+class TestAnalyticsPage:
+    async def test_the_charts_show_the_data_and_a_flagged_row_opens_its_transcript(
+        self,
+        staff_context: BrowserContext,
+        app_server: AppServer,
+        shop: AsyncConnectionPool[Any],
+        model_server: ScriptedModelServer,
+        output_dir: Any,
+    ) -> None:
+        await a_few_conversations(app_server, model_server)
+        await a_day_earlier(shop, "declined")
+        swept = await sweep(shop, SweepPolicy.from_settings(app_server.settings, idle_min=0))
+        assert swept is not None and swept.outcomes == 3
+        errors = PageErrors()
+        console = await open_console(staff_context, app_server, errors)
+        await console.get_by_test_id("analytics-link").click()
+        await expect(console).to_have_url(app_server.url + "/console/analytics")
+        await expect(console.get_by_test_id("analytics")).to_be_visible()
+
+        totals = console.get_by_test_id("totals")
+        await expect(totals).to_contain_text("Conversations3")
+        await console.get_by_test_id("range").select_option("7")  # the two days further apart
+        await expect(console.get_by_test_id("analytics")).to_have_attribute("data-drawn", "7d")
+        for testid in CHARTS:
+            await expect(console.get_by_test_id(testid).locator("canvas")).to_have_count(1)
+        await console.screenshot(path=str(output_dir / "analytics.png"), full_page=True)
+        for testid in CHARTS:
+            counted = await coloured_pixels(console, testid)
+            assert counted["coloured"] > 100, (testid, counted)
+        # The tool chart names its tools on the axis (drawn on the canvas: the legend
+        # carries the series).
+        await expect(console.get_by_test_id("chart-tools")).to_contain_text("error rate")
+
+        rows = console.get_by_test_id("flagged-row")
+        await expect(rows).to_have_count(2)  # the fine conversation has no flag
+        declined = rows.filter(has_text="declined_write")
+        await expect(declined).to_contain_text("The customer declined cancel_pending_order")
+        await expect(rows.filter(has_text="repeated_tool_error")).to_have_count(1)
+        await console.get_by_test_id("flag-filter").select_option("repeated_tool_error")
+        await expect(rows).to_have_count(1)
+        await expect(rows).to_contain_text(f"{SARA}:failing")
+        await console.get_by_test_id("flag-filter").select_option("")
+        await expect(rows).to_have_count(2)
+
+        await declined.get_by_test_id("open-transcript").click()
+        await expect(console).to_have_url(app_server.url + f"/console#thread={SARA}%3Adeclined")
+        await expect(console.get_by_test_id("conversation")).to_be_visible()
+        await expect(
+            transcript(console, "transcript-customer").filter(has_text="cancel my order please")
+        ).to_have_count(1)
+        assert not errors.seen, errors.seen
+
+    async def test_without_a_staff_session_the_page_says_where_to_sign_in(
+        self, staff_context: BrowserContext, app_server: AppServer
+    ) -> None:
+        errors = PageErrors()
+        page = errors.watch(await staff_context.new_page(), "analytics")
+        response = await page.goto(app_server.url + "/console/analytics")
+
+        assert response is not None and response.ok
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        status = page.get_by_test_id("analytics-status")
+        await expect(status).to_contain_text("Sign in on the console first")
+        await expect(status.get_by_role("link")).to_have_attribute("href", "/console")
+        await expect(page.get_by_test_id("analytics")).to_be_hidden()
+        assert not errors.seen, errors.seen
