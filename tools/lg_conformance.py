@@ -35,6 +35,7 @@ APP = OUT / "lgdev-app"
 OFFICIAL = ["langgraph-cli[inmem]==0.4.40", "langgraph-api==0.16.7", "langgraph==1.2.24"]
 CUSTOMER = "james_evans_5777"
 MESSAGE = "cancel order #W6295317, I ordered it by mistake"
+READ = "where is my order #W6295317?"
 MODES = ["values", "messages-tuple", "updates", "custom"]
 HEADERS = ("content-type", "location", "content-location", "cache-control")
 
@@ -68,7 +69,12 @@ def official_server() -> Iterator[str]:
     APP.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "tools" / "lg_toy_graph.py", APP / "toy_graph.py")
     (APP / "langgraph.json").write_text(
-        json.dumps({"dependencies": ["."], "graphs": {"agent": "./toy_graph.py:graph"}})
+        json.dumps(
+            {
+                "dependencies": ["."],
+                "graphs": {"agent": "./toy_graph.py:graph", "lookup": "./toy_graph.py:lookup"},
+            }
+        )
     )
     port = free_port()
     env = {**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1"}
@@ -164,7 +170,46 @@ def sequence(events: list[Event]) -> list[str]:
     return out
 
 
-def scenario(base: str, token: str) -> dict[str, Any]:
+def modes_sequence(events: list[Event]) -> list[str]:
+    """The `messages` and `tools` modes' events in order, each named by what it carries
+    (the message's type, the tool event), repeats collapsed (the number of pieces
+    differs)."""
+    out: list[str] = []
+    for name, data, _ in events:
+        label = name
+        if name.startswith("messages/") and name != "messages/metadata":
+            label = f"{name}({data[0].get('type')})"
+        elif name == "tools" and isinstance(data, dict):
+            label = f"tools({data.get('event')})"
+        if not out or out[-1] != label:
+            out.append(label)
+    return out
+
+
+def modes_scenario(client: httpx.Client, assistant: str) -> dict[str, Any]:
+    """A read turn (a tool, then a streamed answer) in the `messages` and `tools` modes."""
+    report: dict[str, Any] = {}
+    for modes in (["messages"], ["tools"]):
+        thread_id = client.post("/threads", json={}).json()["thread_id"]
+        body = {
+            "assistant_id": assistant,
+            "input": {"messages": [{"type": "human", "content": READ}]},
+            "stream_mode": modes,
+        }
+        try:
+            events, _ = sse(client, "POST", f"/threads/{thread_id}/runs/stream", json=body)
+        except httpx.HTTPStatusError as refused:  # a mode this server does not stream
+            report[f"{modes[0]}_mode"] = {"refused": refused.response.status_code}
+            continue
+        shapes: dict[str, Any] = {}
+        for name, data, _ in events:
+            label = modes_sequence([(name, data, None)])[0]
+            shapes.setdefault(label, shape(data))
+        report[f"{modes[0]}_mode"] = {"sequence": modes_sequence(events), "payloads": shapes}
+    return report
+
+
+def scenario(base: str, token: str, lookup: str = "agent") -> dict[str, Any]:
     report: dict[str, Any] = {}
     headers = {"x-api-key": token}
     with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
@@ -216,6 +261,7 @@ def scenario(base: str, token: str) -> dict[str, Any]:
         report["thread_after"] = client.get(f"/threads/{thread_id}").json()["status"]
         missing = client.get("/threads/00000000-0000-0000-0000-000000000000")
         report["missing_thread"] = missing.status_code
+        report |= modes_scenario(client, lookup)
     return report
 
 
@@ -248,7 +294,7 @@ def main() -> None:
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     with official_server() as url:
-        official = scenario(url, "unused")
+        official = scenario(url, "unused", lookup="lookup")
     with cs_agent(args.cs_url, args.cs_token) as (url, token):
         ours = scenario(url, token)
     report = compare(official, ours)
