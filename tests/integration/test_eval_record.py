@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openai import AsyncOpenAI
 
 from app.cli import main as cli_main
 from app.config import Settings
@@ -28,6 +29,7 @@ from app.db.seed import generate
 from app.eval.client import ServiceClient
 from app.eval.command import EvalConfig, evaluate
 from app.eval.record import RecordOptions, record
+from app.eval.simulator import OpenAIChat
 from app.eval.tasks import Task, dump_tasks, load_tasks
 from app.eval.workers import Workbench, Worker
 from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
@@ -491,6 +493,33 @@ class TestPersonalData:
         tools = [(s["tool"], s["args"]) for s in steps if "tool" in s]
         assert tools[0] == ("find_user_id_by_email", {"email": fake["email"]})
         assert tools[1][0] == "confirm_identity"
+
+
+class TestInstructionWriter:
+    async def test_the_user_simulator_writes_it_from_the_faked_transcript(self, shop: Shop) -> None:
+        """With USER_SIM_* set the model writes the instruction; it is asked for the
+        customer's goal and knowledge, never the agent's actions, and sees no real data."""
+        asked: list[ChatRequest] = []
+
+        def writer(request: ChatRequest) -> Reply:
+            asked.append(request)
+            return Reply.say("You want order #W7588610 shipped to your new address.")
+
+        with ScriptedModelServer(writer) as server:
+            async with AsyncOpenAI(base_url=server.base_url, api_key="test") as client:
+                options = RecordOptions(threads=[shop.threads[ADDRESS]])
+                recorded = await record(shop.worker.db, options, OpenAIChat(client, "sim"))
+        [task] = recorded.tasks
+        [request] = asked
+        prompt, transcript = (str(m["content"]) for m in request.messages)
+        assert "never what the agent did" in prompt
+        assert transcript.startswith("CUSTOMER: Can you send order #W7588610 to ")
+        assert "120 River Road" not in transcript and "Baltimore" not in transcript
+        assert task.data is not None
+        fake = task.data["users"][task.user_id]
+        assert task.instruction.startswith(f"You are {fake['name']['first_name']} ")
+        assert fake["email"] in task.instruction
+        assert task.instruction.endswith("You want order #W7588610 shipped to your new address.")
 
 
 class TestSelection:
