@@ -282,11 +282,15 @@ def cmd_eval_import(args: argparse.Namespace) -> None:
 def cmd_eval_record(args: argparse.Namespace) -> None:
     from pathlib import Path
 
+    from app.analytics.report import FLAG_CODES, RESULTS
     from app.eval.command import record_to_file
     from app.eval.record import RecordOptions
 
     if (args.flag or args.result) and not args.since:
         raise ValueError("--flag and --result choose among --since's conversations")
+    for given, known, name in ((args.flag, FLAG_CODES, "flag"), (args.result, RESULTS, "result")):
+        if given is not None and given not in known:
+            raise ValueError(f"--{name} is one of {', '.join(known)}, not {given!r}")
     threads = [t.strip() for t in (args.threads or "").split(",") if t.strip()]
     options = RecordOptions(
         threads=threads,

@@ -73,8 +73,8 @@ async def gold_state(
             if refused is not None:
                 return Gold(None, f"action {index + 1} {action.name}: {refused}", start)
         gold = await read_snapshot(conn, fresh)
-    records = (task.expected or {}).get("records")
-    if data is None or not records:
+    records = (task.expected or {}).get("records") or {}
+    if data is None or not (records.get("users") or records.get("orders")):
         return Gold(gold, start=start)
     async with conn.transaction(force_rollback=True):
         recorded = await _load(conn, overlay(data, records), fresh)

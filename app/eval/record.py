@@ -11,7 +11,7 @@ unless asked to keep them, before anything is given to the instruction's writer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -189,7 +189,7 @@ def _distinct_instructions(tasks: list[Task]) -> None:
     for index, task in enumerate(tasks):
         if task.instruction in seen:
             text = f"{task.instruction}\n(Recorded conversation {task.id}.)"
-            tasks[index] = Task(**{**task.__dict__, "instruction": text})
+            tasks[index] = replace(task, instruction=text)
         seen.add(tasks[index].instruction)
 
 
