@@ -7,6 +7,7 @@ balancer (GET /threads/{id}/state with the customer's token).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,46 @@ class Checker:
         self.faults = faults
         self.results: list[Invariant] = []
         self._cache: dict[str, list[str] | None] | None = None
+        # thread: what the database and its clients say of it, for a violation's report
+        self.evidence: dict[str, list[str]] = {}
+        self.info: Counter[str] = Counter()  # what the report says beside the counts
+
+    def _evidence(self, thread: str) -> None:
+        if thread in self.evidence:
+            return
+        lines = [f"thread {thread}", "runs (database):"]
+        lines += [
+            f"  {row}"
+            for row in self.pg.query(
+                "SELECT run_id, status, client_message_id, owner, created_at, finished_at"
+                " FROM runs WHERE thread_id = %s ORDER BY created_at",
+                (thread,),
+            )
+        ]
+        lines.append("lease (database):")
+        lines += [
+            f"  {row}"
+            for row in self.pg.query(
+                "SELECT generation, owner, run_id, expires_at, now(), control"
+                " FROM thread_leases WHERE thread_id = %s",
+                (thread,),
+            )
+        ]
+        lines.append("writes (database):")
+        lines += [
+            f"  {row}"
+            for row in self.pg.query(
+                "SELECT idempotency_key, tool_name, ok, left(outcome, 80), created_at"
+                " FROM audit_log WHERE thread_id = %s ORDER BY id",
+                (thread,),
+            )
+        ]
+        lines.append("runs (as the client read them):")
+        for seen_thread, run in self.records.runs:
+            if seen_thread == thread:
+                ids = [(s.after, s.ids[:3], s.ids[-3:]) for s in run.streams]
+                lines.append(f"  {run.run_id} done={run.done} streams={ids}")
+        self.evidence[thread] = lines
 
     def run(self) -> list[Invariant]:
         with httpx.Client(base_url=self.url, timeout=30) as http:
@@ -127,15 +168,32 @@ class Checker:
                 rows = self.pg.query(
                     "SELECT count(*) FROM handoff_tickets WHERE thread_id = %s", (w.thread,)
                 )
-                if rows[0][0] == 0:
-                    v.add(f"{w.thread}: hand-over acknowledged, no ticket")
+                if rows[0][0] > 0:
+                    self.info["hand-overs that ran"] += 1
+                    continue
+                state = self._state(w.customer, w.session)
+                if state.status_code == 200 and _failure_shown(
+                    state.json(), "transfer_to_human_agents"
+                ):
+                    self.info["hand-overs that failed, the failure shown to the customer"] += 1
+                    continue
+                v.add(f"{w.thread}: hand-over acknowledged, no ticket")
+                self._evidence(w.thread)
                 continue
             if self._cancelled_by(w.thread, w.order):
+                self.info["approved writes that ran"] += 1
                 continue
             state = self._state(w.customer, w.session)
             if state.status_code == 200 and state.json().get("pending"):
+                self.info["approved writes still pending, shown to the customer"] += 1
+                continue
+            if state.status_code == 200 and _failure_shown(state.json(), "cancel_pending_order"):
+                # The write failed (the database went away under it), and the customer was
+                # told so in the conversation: nothing was lost without a word.
+                self.info["approved writes that failed, the failure shown to the customer"] += 1
                 continue
             v.add(f"{w.thread}: {w.decision} of cancelling {w.order}: not run, not pending")
+            self._evidence(w.thread)
 
     def _cancelled_by(self, thread: str, order: str) -> bool:
         rows = self.pg.query(
@@ -171,6 +229,7 @@ class Checker:
             " GROUP BY 1, 2, 3 HAVING count(*) > 1"
         ):
             v.add(f"{thread} ns={ns!r}: {n} children of {parent}")
+            self._evidence(thread)
 
     def _transcripts(self) -> dict[str, list[str] | None]:
         """The user messages of every thread a turn was acknowledged on (None: no 200)."""
@@ -203,6 +262,7 @@ class Checker:
             said = transcripts.get(turn.thread)
             if said is None or turn.content not in said:
                 v.add(f"{turn.thread}: {turn.content!r}")
+                self._evidence(turn.thread)
 
     def messages_twice(self) -> None:
         v = self._new("message_stored_twice", "a customer message stored twice in one transcript")
@@ -221,6 +281,7 @@ class Checker:
             "  AND l.run_id = r.run_id AND l.expires_at > now())"
         ):
             v.add(f"{thread}: run {run}")
+            self._evidence(thread)
 
     def lease_without_process(self) -> None:
         v = self._new(
@@ -233,6 +294,7 @@ class Checker:
             " (SELECT 1 FROM runs r WHERE r.run_id = l.run_id AND r.status = 'running'))"
         ):
             v.add(f"{thread}: run {run} ({'expired' if expired else 'run not running'})")
+            self._evidence(thread)
 
     def event_id_gaps(self) -> None:
         v = self._new(
@@ -245,6 +307,7 @@ class Checker:
             problem = id_problem(run)
             if problem:
                 v.add(f"{thread} run {run.run_id}: {problem}")
+                self._evidence(thread)
 
     def leaks(self) -> None:
         v = self._new(
@@ -295,6 +358,16 @@ class Checker:
         )
         for what in self.records.unfinished:
             v.add(what)
+
+
+def _failure_shown(state: dict[str, Any], tool: str) -> bool:
+    """The transcript holds a result of `tool` that is an error."""
+    return any(
+        m["role"] == "tool"
+        and m.get("name") == tool
+        and (m.get("status") == "error" or str(m["content"]).startswith("Error:"))
+        for m in state["messages"]
+    )
 
 
 def id_problem(run: RunSeen) -> str:

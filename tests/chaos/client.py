@@ -175,7 +175,9 @@ class Client:
                 options = {}
             else:
                 self.records.events["follows"] += 1
-                await self._follow(seen)
+                if not await self._follow(seen):
+                    seen = None  # no such run: sent again
+                    continue
             if seen is None or seen.done is None:
                 await asyncio.sleep(PAUSE_S)
                 continue
@@ -219,21 +221,26 @@ class Client:
             # the run is followed.
             return seen
 
-    async def _follow(self, seen: RunSeen) -> None:
+    async def _follow(self, seen: RunSeen) -> bool:
+        """Read the run on from its last id; False when the service knows no such run."""
         after = seen.last_id
         headers = {**self.headers, "Accept": "text/event-stream", "Last-Event-ID": str(after)}
         sent = now()
         path = seen.location + "/stream"
         try:
             async with self.http.stream("GET", path, headers=headers) as response:
+                if response.status_code == 404:
+                    self.records.events["follow 404 run_not_found"] += 1
+                    return False
                 if response.status_code != 200:
                     await response.aread()
                     if not self._refused(response, sent, "GET", path):
                         raise AssertionError(f"GET {path}: {response.status_code} {response.text}")
-                    return
+                    return True
                 await self._read(response, seen, after, None, None)
         except (httpx.TransportError, TimeoutError):
             self.records.events["streams broken"] += 1
+        return True
 
     async def _read(
         self,

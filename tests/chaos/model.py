@@ -25,6 +25,7 @@ STORY = (
 STORY_PACE = Latency(ttft_ms=30, tokens_per_s=15)  # about four seconds: a cancel finds it
 NOTED = "Noted. Is there anything else I can help you with?"
 HANDED_OVER = "I have passed your conversation to a human agent, who will reply by email."
+NOT_HANDED_OVER = "Sorry, I could not pass your conversation on. Please try again later."
 MODEL_FAULTS = ("hang", "drip", "truncate", "http_500")
 
 
@@ -36,7 +37,7 @@ class ChaosPolicy:
             if results[-1].name == "get_order_details":
                 return answer_order_status(request)
             if results[-1].name == "transfer_to_human_agents":
-                return Reply.say(HANDED_OVER)
+                return Reply.say(NOT_HANDED_OVER if results[-1].is_error else HANDED_OVER)
             return summarise_tool_results(request)
         order = ORDER.search(text)
         if text.startswith("[cancel]") and order:

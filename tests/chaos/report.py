@@ -62,6 +62,16 @@ def as_json(outcome: Outcome) -> dict[str, Any]:
             for (kind, result), n in sorted(r.ops.items())
         ],
         "client_events": dict(sorted(r.events.items())),
+        "http_5xx": [
+            {
+                "at_s": round(e.sent - t0, 2),
+                "took_s": round(e.answered - e.sent, 2),
+                "status": e.status,
+                "request": f"{e.method} {e.path}",
+                "body": e.body,
+            }
+            for e in r.errors_5xx
+        ],
         "turns_completed": len(r.completed_at),
         "runs_read": len(r.runs),
     }

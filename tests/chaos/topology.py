@@ -15,6 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+import psycopg
+
 from tests.faults import procs
 from tests.scale.topology import pgbouncer_settings, service_env
 
@@ -73,6 +75,11 @@ class ChaosDeployment:
     def start(self) -> None:
         self.pg = procs.PrivatePostgres(copy_of=procs.migrated_template())
         self.pg.start()
+        # The private cluster runs with synchronous_commit=off (fast for tests); a restart
+        # in immediate mode would then lose commits it had acknowledged, which no service
+        # can be held to. Every session of the soak's database commits durably.
+        with psycopg.connect(self.pg.admin_url, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{self.pg.dbname}" SET synchronous_commit = on')
         self.bouncer = procs.PgBouncer(self.pg.url, extra=pgbouncer_settings())
         self.bouncer.start()
         for pool, (confirmation, count) in POOLS.items():
