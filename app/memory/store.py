@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from langgraph.store.base import BaseStore
+from langgraph.store.postgres import AsyncPostgresStore
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
 # The keys a preference may have, with the longest value each may hold.
 PREFERENCE_KEYS: dict[str, int] = {
@@ -69,18 +72,34 @@ def clean_value(value: str) -> str:
     return " ".join(printable.split())
 
 
+# A turn's read of the preferences, straight from the Postgres store's table: one statement
+# on the pool. Through `asearch` it went through the store's batching (a queue and a task per
+# search) and took two round trips: ~1.1 ms of CPU against ~0.4 ms, on every turn. Exactly
+# the customer's namespace (asearch matched its sub-namespaces too; none are written), the
+# newest first and unexpired, as asearch reads them.
+PREFERENCES_SQL = """SELECT key, value, updated_at FROM store
+    WHERE prefix = %s AND (expires_at IS NULL OR expires_at > now())
+    ORDER BY updated_at DESC LIMIT %s"""
+
+
 async def list_preferences(store: BaseStore, customer_id: str) -> list[Preference]:
-    items = await store.asearch(namespace(customer_id), limit=MAX_PREFERENCES)
+    if isinstance(store, AsyncPostgresStore) and isinstance(store.conn, AsyncConnectionPool):
+        async with store.conn.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(PREFERENCES_SQL, (".".join(namespace(customer_id)), MAX_PREFERENCES))
+            rows = [(r["key"], r["value"], r["updated_at"]) for r in await cur.fetchall()]
+    else:  # another store (the eval's, a test's): its own search
+        items = await store.asearch(namespace(customer_id), limit=MAX_PREFERENCES)
+        rows = [(i.key, i.value, i.updated_at) for i in items]
     return sorted(
         (
             Preference(
-                key=i.key,
-                value=str(i.value.get("value", "")),
-                updated_at=i.updated_at.isoformat(),
-                thread_id=_str_or_none(i.value.get("thread_id")),
-                verified_by=_str_or_none(i.value.get("verified_by")),
+                key=key,
+                value=str(value.get("value", "")),
+                updated_at=updated_at.isoformat(),
+                thread_id=_str_or_none(value.get("thread_id")),
+                verified_by=_str_or_none(value.get("verified_by")),
             )
-            for i in items
+            for key, value, updated_at in rows
         ),
         key=lambda p: p.key,
     )
