@@ -21,6 +21,11 @@ from app.runs.views import shorten
 from app.tools.results import artifact_of
 
 TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})
+# A tool result's text in its event (the native `tool_result`, the LangGraph API's mid-run
+# messages and `values`): whole for every tool of this shop (the largest, a product with
+# its variants, is under 3,000 characters; an order about 750), cut only past this, so a
+# result of unbounded size never fills a run's log. The stored message is always whole.
+TOOL_EVENT_LIMIT = 8000
 
 
 def _messages_in(update: Any) -> Iterator[BaseMessage]:
@@ -103,7 +108,7 @@ class TurnRecorder:
                         id=message.tool_call_id,
                         name=message.name,
                         status="error" if message.status == "error" else "ok",
-                        content=shorten(text_of(message), 500),
+                        content=shorten(text_of(message), TOOL_EVENT_LIMIT),
                         message_id=message.id,
                     )
 
