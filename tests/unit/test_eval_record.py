@@ -12,7 +12,8 @@ from app.eval.fakes import Fakes
 from app.eval.instruction import Customer, template
 from app.eval.rebuild import AuditRow, groups_after, groups_at, tau_data
 from app.eval.reward import outcome_reasons
-from app.eval.simulator import STOP
+from app.eval.scripted import next_line
+from app.eval.simulator import CONFIRM_QUESTION, STOP
 from app.eval.taskdata import overlay, run_data, start_data
 from app.eval.tasks import Task
 from app.eval.transcript import read_runs
@@ -273,3 +274,12 @@ class TestTemplate:
         assert text.startswith("You are Alex Holt (user id alex_holt_1234, email customer.1@")
         assert '1. "Cancel #W1"' in text and "answered, in order: no." in text
         assert "left before answering" in text
+
+
+class TestScriptedCustomer:
+    def test_a_recorded_customer_who_left_unanswered_leaves_at_the_confirmation(self) -> None:
+        task = Task("t", "u1", "x", (), (), customer_lines=("Cancel #W1", STOP))
+        asked = f"Before I make this change, please confirm:\n- cancel\n{CONFIRM_QUESTION}"
+        assert next_line(task, ["Hi!", asked], ["Cancel #W1"]) == STOP
+        answered = Task("t", "u1", "x", (), (), customer_lines=("Cancel #W1", "no"))
+        assert next_line(answered, ["Hi!", asked], ["Cancel #W1"]) == "no"
