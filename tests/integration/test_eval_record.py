@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from app.analytics.sweep import SweepPolicy, sweep
 from app.cli import main as cli_main
 from app.config import Settings
 from app.db.erase import erase_user
@@ -533,3 +534,18 @@ class TestSelection:
         assert unknown.skipped == [("nobody:nothing", "no such conversation")]
         flagged = await record(shop.worker.db, RecordOptions(since_s=3600.0, flag="no_such"))
         assert flagged.tasks == []
+
+    async def test_flag_and_result_choose_by_the_analytics_outcomes(self, shop: Shop) -> None:
+        settings = Settings(database_url=shop.worker.url, _env_file=None)
+        pool = await open_pool(shop.worker.url, settings, name="test-outcomes")
+        try:
+            assert await sweep(pool, SweepPolicy(idle_s=0.0)) is not None
+        finally:
+            await pool.close()
+
+        async def first_lines(**chosen: Any) -> list[str]:
+            options = RecordOptions(since_s=3600.0, keep_personal_data=True, **chosen)
+            return [t.customer_lines[0] for t in (await record(shop.worker.db, options)).tasks]
+
+        assert await first_lines(result="handed_off") == [HANDOFF]
+        assert await first_lines(flag="policy_refusal") == [REFUSED]
