@@ -87,6 +87,9 @@ def _ending(row: dict[str, Any], after: int) -> list[Sequenced]:
     done = Done(status=row["status"], checkpoint_id=row["checkpoint_id"], usage=row["usage"] or {})
     out = [(seq, event) for seq, event in stored if seq > after]
     if row["status"] == "abandoned":
+        # Its owner died with events only its own client heard (the log ships every
+        # SHIP_EVERY_S): what is said now goes after the last id this reader heard.
+        last = max(last, after)
         out.append((last + 1, RunFailed(code="run_lost", message=RUN_LOST)))
         last += 1
     if last + 1 > after:
