@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run eval test lint typecheck unit browser-deps fault-deps js-deps scale-deps docker-lint \
-	scale-test bench bench-scale clean install compose-deps compose-test
+	scale-test bench bench-scale clean install compose-deps compose-test chaos chaos-selftest
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,20 @@ $(PODMAN_COMPOSE): tests/compose/requirements.txt
 
 compose-test: $(STAMP) compose-deps $(PODMAN_COMPOSE)
 	$(PY) -m tests.compose
+
+# The chaos soak (tests/chaos/, README "Chaos soak"): three replicas (and two more with
+# confirmation off) behind HAProxy and PgBouncer under load and random overlapping faults
+# from SEED, for DURATION (120s, 10m), then every invariant counted; exit 1 if any is not 0.
+# Report, chart and logs in tests/chaos/out/seed-SEED/.
+DURATION ?= 120s
+SEED ?= 1
+chaos: $(STAMP) scale-deps
+	$(PY) -m tests.chaos --duration $(DURATION) --seed $(SEED)
+
+# The soak against a copy of app/ with the fence removed (tests/chaos/planted/): exit 0 when
+# the checker catches it, 1 when it misses.
+chaos-selftest: $(STAMP) scale-deps
+	$(PY) -m tests.chaos.selftest
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

@@ -16,6 +16,8 @@ from pathlib import Path
 from tests.chaos.faults import WEIGHTS
 from tests.chaos.soak import Settings, soak
 
+OUT = Path(__file__).resolve().parent / "out"  # ignored by git (tests/chaos/.gitignore)
+
 
 def seconds(text: str) -> float:
     """`120`, `120s` or `10m`."""
@@ -30,7 +32,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--duration", type=seconds, default=seconds("120s"))
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=None, help="default: chaos-out/seed-N")
+    parser.add_argument("--out", type=Path, default=None, help=f"default: {OUT}/seed-N")
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--gap", type=float, default=3.0, help="mean seconds between faults")
     parser.add_argument(
@@ -41,7 +43,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     unknown = [k for k in kinds if k not in WEIGHTS]
     if unknown:
         parser.error(f"unknown fault kinds: {unknown}")
-    out = args.out or Path("chaos-out") / f"seed-{args.seed}"
+    out = args.out or OUT / f"seed-{args.seed}"
     return Settings(
         duration_s=args.duration,
         seed=args.seed,
