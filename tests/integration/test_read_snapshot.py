@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.repository import ShopRepository
@@ -51,3 +53,24 @@ async def test_an_order_is_read_as_of_one_moment(shop: AsyncConnectionPool[Any])
 async def test_a_missing_order_is_none(shop: AsyncConnectionPool[Any]) -> None:
     async with read_snapshot(shop) as conn:
         assert await ShopRepository(conn).get_order("#W9999999") is None
+
+
+async def test_a_failed_read_hands_back_a_clean_connection(shop: AsyncConnectionPool[Any]) -> None:
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        async with read_snapshot(shop) as conn:
+            cur = await conn.execute("SELECT * FROM no_such_table")
+            await cur.fetchall()
+    assert conn.pgconn.transaction_status == TransactionStatus.IDLE
+    async with read_snapshot(shop) as again:  # and the next snapshot works
+        assert await ShopRepository(again).get_order(ORDER) is not None
+
+
+async def test_a_write_is_refused_inside_a_snapshot(shop: AsyncConnectionPool[Any]) -> None:
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        async with read_snapshot(shop) as conn:
+            cur = await conn.execute("DELETE FROM order_items")
+            await cur.fetchall()
+    async with shop.connection() as other:
+        cur = await other.execute("SELECT count(*) AS n FROM order_items")
+        row = await cur.fetchone()
+    assert row is not None and row["n"] > 0
