@@ -28,11 +28,14 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class RefusedDestination(ValueError):
-    """A URL the policy refuses; `reason` is safe to show to the client who sent it."""
+    """A URL the policy refuses; `reason` is safe to show to the client who sent it.
+    `lasting`: the URL itself is refused (a send gives up); not lasting: its name did not
+    resolve now (a send tries again later)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, lasting: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.lasting = lasting
 
 
 @dataclass(frozen=True)
@@ -112,14 +115,16 @@ async def _addresses(host: str, port: int) -> list[Address]:
         async with asyncio.timeout(RESOLVE_TIMEOUT_S):
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, TimeoutError):
-        raise RefusedDestination(f"the webhook host {host} could not be resolved") from None
+        raise RefusedDestination(
+            f"the webhook host {host} could not be resolved", lasting=False
+        ) from None
     found: list[Address] = []
     for *_, sockaddr in infos:
         address = _unmapped(ipaddress.ip_address(str(sockaddr[0]).split("%")[0]))
         if address not in found:
             found.append(address)
     if not found:
-        raise RefusedDestination(f"the webhook host {host} could not be resolved")
+        raise RefusedDestination(f"the webhook host {host} could not be resolved", lasting=False)
     return found
 
 

@@ -228,14 +228,11 @@ class WebhookWorker:
         return await self._post(self.url, event, self.key, {}, {})
 
     async def send_run(self, event: Claimed) -> Outcome:
-        """A run's event: its body rendered (once), its URL checked and resolved again
-        now, sent to the address checked."""
+        """A run's event: its body rendered at the first try (while the run's log is still
+        kept) and stored, its URL checked and resolved again now, sent to the address
+        checked. A URL refused now is given up; a name that does not resolve, retried."""
         url = event.url
         assert url is not None and self.render is not None
-        try:
-            destination = await resolve(url, self.policy)
-        except RefusedDestination as refused:
-            return Outcome(None, refused.reason, final=True)
         if not event.rendered:
             body = await self.render(event.thread_id, json.loads(event.body))
             async with self.pool.connection() as conn:
@@ -244,6 +241,10 @@ class WebhookWorker:
             if row is None:  # the thread was deleted meanwhile, and its events with it
                 return Outcome(None, "deleted", final=True)
             event = dataclasses.replace(event, body=row["body"].encode(), rendered=True)
+        try:
+            destination = await resolve(url, self.policy)
+        except RefusedDestination as refused:
+            return Outcome(None, refused.reason, final=refused.lasting)
         headers = {"host": destination.host_header}
         extensions = {"sni_hostname": destination.host} if url.startswith("https") else {}
         return await self._post(destination.url, event, await self.run_key(), headers, extensions)

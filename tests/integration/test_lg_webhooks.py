@@ -144,6 +144,7 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 
 async def outbox_row(db: AsyncConnectionPool[Any], run_id: str) -> dict[str, Any]:
+    """The run's event (enqueued in the statement that ended the run)."""
     async with db.connection() as conn:
         cur = await conn.execute("SELECT * FROM webhook_outbox WHERE run_id = %s", (run_id,))
         row = await cur.fetchone()
@@ -227,9 +228,11 @@ class TestDelivery:
         thread_id = (await noah.threads.create())["thread_id"]
         await noah.runs.wait(thread_id, "agent", webhook=receiver.url, **ASK)  # nobody listens
         (run,) = await noah.runs.list(thread_id)
-        await asyncio.sleep(1.5)
-        refused = await outbox_row(db, run["run_id"])
-        assert refused["delivered_at"] is None and refused["attempts"] >= 2
+        deadline = time.monotonic() + 20
+        while (refused := await outbox_row(db, run["run_id"]))["attempts"] < 2:
+            assert time.monotonic() < deadline, refused
+            await asyncio.sleep(0.1)
+        assert refused["delivered_at"] is None
         assert refused["last_error"] == "ConnectError"
 
         receiver.fail_until = time.monotonic() + 1.0  # then up, answering 500 for a while
@@ -283,7 +286,7 @@ class TestRefused:
         )
 
         async def never(thread_id: str, stored: dict[str, Any]) -> dict[str, Any]:
-            raise AssertionError("rendered")
+            raise AssertionError("rendered again")
 
         worker = WebhookWorker(db, settings, render=never)
         await worker.open()
@@ -297,7 +300,7 @@ class TestRefused:
                     attempts=1,
                     body=b"{}",
                     url=f"http://localhost:{receiver.port}/hooks/runs",
-                    rendered=False,
+                    rendered=True,
                 )
             )
         finally:

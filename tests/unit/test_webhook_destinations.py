@@ -42,8 +42,9 @@ class TestRefused:
         ],
     )
     async def test_an_address_inside_is_refused_unless_listed(self, url: str) -> None:
-        with pytest.raises(RefusedDestination, match="private, loopback or link-local"):
+        with pytest.raises(RefusedDestination, match="private, loopback or link-local") as e:
             await resolve(url, HostPolicy.parse("*"))
+        assert e.value.lasting
 
     @pytest.mark.parametrize(
         "url",
@@ -56,6 +57,11 @@ class TestRefused:
     async def test_with_hosts_listed_another_public_host_is_refused(self) -> None:
         with pytest.raises(RefusedDestination, match="not an allowed host"):
             await resolve("https://8.8.8.8/x", HostPolicy.parse("hooks.example.com"))
+
+    async def test_a_name_that_does_not_resolve_is_refused_for_now_only(self) -> None:
+        with pytest.raises(RefusedDestination, match="could not be resolved") as refused:
+            await resolve("https://no-such-host.invalid/x", ANY_PUBLIC)
+        assert not refused.value.lasting  # a send tries again later
 
     async def test_a_long_url_is_refused(self) -> None:
         with pytest.raises(RefusedDestination, match="longer than"):
