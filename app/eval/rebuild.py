@@ -14,18 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.db.before_images import Image
+from app.db.transfer import ORDER_OPTIONAL  # the order columns a task's data may leave out
 
 Row = dict[str, Any]
 Groups = dict[str, dict[str, list[Row]]]  # group -> table -> rows
-ORDER_OPTIONAL = (
-    "cancel_reason",
-    "return_items",
-    "return_payment_method_id",
-    "exchange_items",
-    "exchange_new_items",
-    "exchange_payment_method_id",
-    "exchange_price_difference",
-)
 
 
 @dataclass(frozen=True)
