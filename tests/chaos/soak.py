@@ -184,7 +184,7 @@ async def _drive(
         client = Client(https[pool], mine[0], bearer(mine[0]), pool, records, cuts, shop)
         tasks.append(customers_loop(client, mine, ops, random.Random(rng.random()), stop))
         clients.append(client)
-    started = now()
+    started = records.started = now()  # the report's clock starts with the load
     await injector.run(settings.duration_s)
     await injector.restore()
     ended = injector.last_end()
