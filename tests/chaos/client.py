@@ -57,6 +57,8 @@ class Cuts:
         self.until = 0.0
 
     def hit(self) -> bool:
+        """Asked after each event of each open stream: a stream of a few dozen events is
+        cut with about `share`'s odds while the fault lasts."""
         return now() < self.until and self._random.random() < self.share * 0.2
 
 
