@@ -134,7 +134,9 @@ async def soak(settings: Settings) -> Outcome:
     wall = time.monotonic()
     settings.out.mkdir(parents=True, exist_ok=True)
     logs = settings.out / "logs"
-    logs.mkdir(exist_ok=True)
+    shutil.rmtree(logs, ignore_errors=True)  # an earlier run's, in the same folder
+    (settings.out / "evidence.txt").unlink(missing_ok=True)
+    logs.mkdir()
     rng = random.Random(settings.seed)
     orders_each = max(20, int(settings.duration_s / 6))
     shop = Shop.plan(settings.clients * CUSTOMERS_PER_CLIENT, orders_each)
