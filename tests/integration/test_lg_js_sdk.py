@@ -8,17 +8,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from app.config import Settings
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
-from tests.integration.api_harness import LiveServer, live_server
+from tests.integration.api_harness import LiveServer
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 NOAH, MIA = "noah_brown_6181", "mia_garcia_4516"
@@ -38,13 +36,6 @@ def _node() -> str:
             "the JS test packages are not installed: run `make js-deps` (npm ci in tests/js)"
         )
     return node
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
-    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
-    with live_server(settings, scripted_model_session) as live:
-        yield live
 
 
 @pytest.fixture

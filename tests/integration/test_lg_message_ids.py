@@ -5,36 +5,16 @@ relies on. A real uvicorn, real Postgres, the model scripted at its HTTP boundar
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
-import pytest
 from langgraph_sdk.client import LangGraphClient
-from psycopg_pool import AsyncConnectionPool
 
-from app.config import Settings
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
-from tests.integration.agent_harness import load_small_shop
-from tests.integration.api_harness import LiveServer, live_server
-from tests.integration.test_lg_python_sdk import LONG, PENDING_ORDER, parts, sdk
+from tests.integration.api_harness import LiveServer
+from tests.integration.test_lg_python_sdk import LONG, PENDING_ORDER, parts
 
 Event = tuple[str, Any, str | None]
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
-    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
-    with live_server(settings, scripted_model_session) as live:
-        yield live
-
-
-@pytest.fixture
-async def noah(server: LiveServer, db: AsyncConnectionPool[Any]) -> AsyncIterator[LangGraphClient]:
-    await load_small_shop(db)
-    client = sdk(server)
-    yield client
-    await client.aclose()
 
 
 def by_id(events: list[Event]) -> dict[str, str]:

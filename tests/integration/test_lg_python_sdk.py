@@ -4,7 +4,7 @@ real Postgres, the model scripted at its HTTP boundary. Nothing of ours is mocke
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,22 +14,14 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 from psycopg_pool import AsyncConnectionPool
 
-from app.config import Settings
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
-from tests.integration.api_harness import LiveServer, live_server
+from tests.integration.api_harness import LiveServer
 
 NOAH, MIA = "noah_brown_6181", "mia_garcia_4516"
 PENDING_ORDER = "#W2611340"
 ALL_MODES = ["values", "messages-tuple", "updates", "custom"]
 LONG = " ".join(f"word{i}" for i in range(60))
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
-    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
-    with live_server(settings, scripted_model_session) as live:
-        yield live
 
 
 @pytest.fixture

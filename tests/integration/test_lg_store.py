@@ -6,7 +6,7 @@ search over a wider prefix finds only the caller's own items."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,22 +15,14 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from psycopg_pool import AsyncConnectionPool
 
-from app.config import Settings
 from app.db.erase import erase_user
 from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
-from tests.integration.api_harness import LiveServer, live_server
+from tests.integration.api_harness import LiveServer
 from tests.integration.test_lg_python_sdk import MIA, NOAH, sdk
 
 MEMORY = ["users", NOAH, "memory"]
 NOTES = ["users", NOAH, "notes"]
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
-    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
-    with live_server(settings, scripted_model_session) as live:
-        yield live
 
 
 @pytest.fixture

@@ -3,34 +3,14 @@ modes cs-agent does not send refused by name, through the official Python SDK.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import UnprocessableEntityError
-from psycopg_pool import AsyncConnectionPool
 
-from app.config import Settings
 from tests.fakellm import Reply, Script, ScriptedModelServer
-from tests.integration.agent_harness import load_small_shop
-from tests.integration.api_harness import LiveServer, live_server
-from tests.integration.test_lg_python_sdk import PENDING_ORDER, cancel_order_script, parts, sdk
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
-    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
-    with live_server(settings, scripted_model_session) as live:
-        yield live
-
-
-@pytest.fixture
-async def noah(server: LiveServer, db: AsyncConnectionPool[Any]) -> AsyncIterator[LangGraphClient]:
-    await load_small_shop(db)
-    client = sdk(server)
-    yield client
-    await client.aclose()
+from tests.integration.test_lg_python_sdk import PENDING_ORDER, cancel_order_script, parts
 
 
 def lookup_script() -> Script:

@@ -5,35 +5,14 @@ and `tools` carry the same text the final state stores (an order of two items is
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
-import pytest
 from langgraph_sdk.client import LangGraphClient
-from psycopg_pool import AsyncConnectionPool
 
-from app.config import Settings
 from tests.fakellm import Reply, Script, ScriptedModelServer
-from tests.integration.agent_harness import load_small_shop
-from tests.integration.api_harness import LiveServer, live_server
-from tests.integration.test_lg_python_sdk import NOAH, parts, sdk
+from tests.integration.api_harness import LiveServer
+from tests.integration.test_lg_python_sdk import NOAH, parts
 
 ORDER = "#W7678072"
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, scripted_model_session: ScriptedModelServer) -> Iterator[LiveServer]:
-    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
-    with live_server(settings, scripted_model_session) as live:
-        yield live
-
-
-@pytest.fixture
-async def noah(server: LiveServer, db: AsyncConnectionPool[Any]) -> AsyncIterator[LangGraphClient]:
-    await load_small_shop(db)
-    client = sdk(server)
-    yield client
-    await client.aclose()
 
 
 def lookup() -> Script:

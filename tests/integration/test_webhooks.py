@@ -206,6 +206,18 @@ async def outbox_rows(db: AsyncConnectionPool[Any], thread: str) -> list[dict[st
         return list(await cur.fetchall())
 
 
+async def delivered_rows(db: AsyncConnectionPool[Any], thread: str) -> list[dict[str, Any]]:
+    """The thread's rows once each is recorded as delivered: the worker records a delivery
+    after it reads the answer, a moment after the receiver has it."""
+    deadline = time.monotonic() + 10
+    while True:
+        rows = await outbox_rows(db, thread)
+        if all(r["delivered_at"] is not None for r in rows):
+            return rows
+        assert time.monotonic() < deadline, rows
+        await asyncio.sleep(0.05)
+
+
 class TestEvents:
     async def test_a_takeover_sends_its_four_events_in_order_each_signed(
         self,
@@ -234,9 +246,9 @@ class TestEvents:
         assert message["state"] == "human"
         assert released["state"] == "agent" and released["note"] == "refunded"
         assert all(a.body["data"]["thread_id"] == thread for a in delivered)
-        rows = await outbox_rows(db, thread)
+        rows = await delivered_rows(db, thread)
         assert [r["event_id"] for r in rows] == [a.id for a in delivered]
-        assert all(r["delivered_at"] is not None and r["attempts"] == 1 for r in rows)
+        assert all(r["attempts"] == 1 for r in rows)
 
     async def test_a_thread_kept_by_the_agent_sends_nothing(
         self,
@@ -291,8 +303,7 @@ class TestReceiverDown:
         first = [a.at for a in receiver.attempts if a.id == delivered[0].id]
         gaps = [later - earlier for earlier, later in itertools.pairwise(first)]
         assert max(gaps) <= CAP_S + POLL_S + 0.5  # backoff capped
-        rows = await outbox_rows(db, thread)
-        assert all(r["delivered_at"] is not None for r in rows)
+        rows = await delivered_rows(db, thread)
         assert rows[0]["event_id"] == tried[0]["event_id"] == delivered[0].id
 
 
