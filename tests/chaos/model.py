@@ -12,7 +12,7 @@ import re
 import threading
 from dataclasses import replace
 
-from tests.fakellm import ChatRequest, Latency, Reply, StreamFault
+from tests.fakellm import ChatRequest, Latency, Reply, StreamFault, ToolResult
 from tests.fakellm.policies import answer_order_status, summarise_tool_results
 
 ORDER = re.compile(r"#W\d{7}")
@@ -36,6 +36,8 @@ class ChaosPolicy:
         if results:
             if results[-1].name == "get_order_details":
                 return answer_order_status(request)
+            if results[-1].name == "get_user_details":
+                return account_summary(results[-1])
             if results[-1].name == "transfer_to_human_agents":
                 return Reply.say(NOT_HANDED_OVER if results[-1].is_error else HANDED_OVER)
             return summarise_tool_results(request)
@@ -53,6 +55,19 @@ class ChaosPolicy:
         if text.startswith("[story]"):
             return Reply.say(STORY, latency=STORY_PACE)
         return Reply.say(NOTED)
+
+
+def account_summary(result: ToolResult) -> Reply:
+    """A short answer however many orders the account has (quoting them all, a long-lived
+    soak's customers got answers longer than LLM_CALL_DEADLINE_S allows)."""
+    data = result.json()
+    if result.is_error or not isinstance(data, dict):
+        return Reply.say(f"Sorry, I could not read your account. {result.content}")
+    orders = data.get("orders") or []
+    return Reply.say(
+        f"Your account {data.get('user_id')} ({data.get('email')}) has {len(orders)} orders,"
+        f" the latest {orders[-1] if orders else 'none'}."
+    )
 
 
 class ChaosModel:

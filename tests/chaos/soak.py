@@ -34,6 +34,9 @@ from tests.fakellm import Latency, ScriptedModelServer
 from tests.scale.topology import bearer
 
 CUSTOMERS_PER_CLIENT = 10
+# Pending orders per customer: a 30-minute soak cancels about 8 of each customer's; when
+# they run out, a customer reads its profile instead.
+ORDERS_EACH = 60
 FINISH_S = 150.0  # the customers' last operations, after the faults
 SETTLE_S = 120.0
 
@@ -138,8 +141,7 @@ async def soak(settings: Settings) -> Outcome:
     (settings.out / "evidence.txt").unlink(missing_ok=True)
     logs.mkdir()
     rng = random.Random(settings.seed)
-    orders_each = max(20, int(settings.duration_s / 6))
-    shop = Shop.plan(settings.clients * CUSTOMERS_PER_CLIENT, orders_each)
+    shop = Shop.plan(settings.clients * CUSTOMERS_PER_CLIENT, ORDERS_EACH)
     model = ChaosModel(rng.randrange(2**32))
     latency = Latency(ttft_ms=30, tokens_per_s=40)
     records = Records()
