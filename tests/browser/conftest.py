@@ -63,8 +63,10 @@ def page_model(scripted_model_session: ScriptedModelServer) -> BaseChatModel | N
     return chat_model(scripted_model_session, streaming=True, timeout=20)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def app_server(browser_settings: Settings, page_model: BaseChatModel | None) -> Iterator[AppServer]:
+    """Stopped after the browser tests, not at the session's end: its background workers
+    (webhooks, sweeps) poll the tables the integration tests share."""
     if not (STATIC_DIR / "index.html").exists():
         pytest.fail("app/static/index.html is missing: the page is not served")
     server = AppServer(browser_settings, page_model).start()

@@ -44,12 +44,15 @@ def user_messages(page: Page) -> Locator:
     return page.get_by_test_id("message-user")
 
 
-async def wait_until_idle(page: Page) -> None:
+async def wait_until_idle(page: Page, timeout_ms: float = 5_000) -> None:
     """The reply has finished and the thread is shown as the server has it.
 
-    The page marks the conversation aria-busy from the moment a message is sent.
+    The page marks the conversation aria-busy from the moment a message is sent;
+    `timeout_ms` is how long the reply may still take.
     """
-    await expect(page.get_by_test_id("message-list")).to_have_attribute("aria-busy", "false")
+    await expect(page.get_by_test_id("message-list")).to_have_attribute(
+        "aria-busy", "false", timeout=timeout_ms
+    )
     await expect(page.get_by_test_id("typing")).to_be_hidden()
     await expect(page.get_by_test_id("send")).to_be_enabled()
     await expect(page.locator("[data-streaming]")).to_have_count(0)

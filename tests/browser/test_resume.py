@@ -250,7 +250,7 @@ class TestRetry:
 
         await notice.get_by_test_id("retry").click()
         await expect(streaming(page)).to_contain_text("w010")
-        await wait_until_idle(page)
+        await wait_until_idle(page, timeout_ms=30_000)  # 200 words at 40 a second, from w010
         await assert_shown_once(page, LONG)
         assert [r["status"] for r in await runs_of_thread(page)] == ["completed"]
         await expect(user_messages(page)).to_have_count(1)
