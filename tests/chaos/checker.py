@@ -349,6 +349,7 @@ class Checker:
             status = self._state(customer, session).status_code
             if rows[0][0] or status != 404:
                 v.add(f"{thread}: {rows[0][0]} rows left, GET state {status}")
+                self._evidence(thread)
 
     def never_finished(self) -> None:
         v = self._new(
