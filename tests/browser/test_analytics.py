@@ -9,6 +9,7 @@ import base64
 from typing import Any
 
 from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import Error as PlaywrightError
 from psycopg_pool import AsyncConnectionPool
 
 from app.analytics.sweep import SweepPolicy, sweep
@@ -104,7 +105,15 @@ async def coloured_pixels(page: Page, testid: str) -> dict[str, int]:
     """In a screenshot of the chart's canvas alone (the legend's coloured keys are HTML
     beside it), the pixels of the series' colours."""
     chart = page.get_by_test_id(testid).locator("canvas")
-    png = await chart.screenshot(path=str(OUTPUT / f"analytics-{testid}.png"))
+    for attempt in range(3):
+        try:
+            png = await chart.screenshot(path=str(OUTPUT / f"analytics-{testid}.png"))
+            break
+        except PlaywrightError as error:
+            # A resize (a scrollbar appearing) redraws the charts: a canvas found just before
+            # is replaced by a new one. Take the new one.
+            if "not attached" not in str(error) or attempt == 2:
+                raise
     url = "data:image/png;base64," + base64.b64encode(png).decode()
     counted: dict[str, int] = await page.evaluate(COLOURED_PIXELS, url)
     return counted
