@@ -1,7 +1,6 @@
 """What other replicas ask of this process's runs: a cancel, or a follow request (ship the
 log). Polled: nothing here depends on a session, so PgBouncer in transaction mode is fine.
-The same loop prunes old event logs and closes the runs of processes that died on threads
-nobody claims again."""
+The same loop prunes old event logs."""
 
 from __future__ import annotations
 
@@ -31,10 +30,8 @@ class RequestPoller:
         cancel: Callable[[Run], None],
         *,
         log_ttl_s: float,
-        stale_after_s: float,
     ) -> None:
         self.repo = repo
-        self.stale_after_s = stale_after_s  # past a lease's expiry, its run is closed
         self.live = live  # the process's runs until `done`, shared with the executor
         self.cancel = cancel
         self.log_ttl_s = log_ttl_s
@@ -59,7 +56,6 @@ class RequestPoller:
                 if time.monotonic() - last_prune > PRUNE_EVERY_S:
                     last_prune = time.monotonic()
                     await self.repo.prune_logs(self.log_ttl_s)
-                    await self.repo.abandon_expired(self.stale_after_s)
             except Exception as error:  # the database is away: try again next time
                 log.warning("could not poll run requests", error_type=type(error).__name__)
 

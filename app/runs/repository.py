@@ -318,28 +318,6 @@ class RunRepository:
             )
             return [record for row in await cur.fetchall() for record in row["events"]]
 
-    async def abandon_expired(self, grace_s: float) -> int:
-        """Close as `abandoned` the runs whose lease expired more than `grace_s` ago, and
-        free those leases: what the thread's next claim does, for threads nobody claims
-        again (the process died mid-run and the customer left). A process that was only
-        stopped finds its lease gone when it wakes and commits nothing, as after a claim."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                """WITH stale AS (
-                       UPDATE thread_leases l SET run_id = NULL
-                       FROM (SELECT thread_id, run_id FROM thread_leases
-                             WHERE run_id IS NOT NULL
-                               AND expires_at < clock_timestamp() - make_interval(secs => %s)
-                             FOR UPDATE) old  -- RETURNING gives the new row: keep the old id
-                       WHERE l.thread_id = old.thread_id AND l.run_id = old.run_id
-                       RETURNING old.run_id
-                   )
-                   UPDATE runs r SET status = 'abandoned', finished_at = now()
-                   FROM stale WHERE r.run_id = stale.run_id AND r.status = 'running'""",
-                (grace_s,),
-            )
-            return int(cur.rowcount)
-
     async def prune_logs(self, keep_s: float) -> int:
         """Drop the event logs stored more than `keep_s` ago, but a running run's (the runs
         stay). A DELETE of chunks: no run row is rewritten."""

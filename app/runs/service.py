@@ -70,11 +70,7 @@ class RunService:
         )
         self.held = HeldThreads(graph, settings, repo, leases)
         self.poller = RequestPoller(
-            repo,
-            self.executor.live,
-            self.executor.cancel_here,
-            log_ttl_s=settings.run_log_ttl_s,
-            stale_after_s=settings.thread_lease_ttl_s,
+            repo, self.executor.live, self.executor.cancel_here, log_ttl_s=settings.run_log_ttl_s
         )
 
     async def open(self) -> None:

@@ -188,42 +188,6 @@ class TestClosing:
         assert row["control"] == "queued" and row["control_reason"] == "asked for a person"
         assert row["run_id"] == later_id  # still the later run's lease
 
-    async def test_a_run_whose_process_died_on_a_thread_nobody_claims_is_closed(
-        self, pool: AsyncConnectionPool[Any]
-    ) -> None:
-        """Its lease expired long enough ago: the run is abandoned and the lease names no run,
-        so the thread is free and a stopped owner that wakes commits nothing. A lease that
-        is live, or expired only just, is left alone."""
-        repo = RunRepository(pool)
-        dead, live, recent = new_thread(), new_thread(), new_thread()
-        dead_run, _ = await begin(repo, dead)
-        live_run, _ = await begin(repo, live)
-        recent_run, _ = await begin(repo, recent)
-        async with pool.connection() as conn:
-            await conn.execute(
-                "UPDATE thread_leases SET expires_at = now() - interval '1 minute'"
-                " WHERE thread_id = %s",
-                (dead,),
-            )
-            await conn.execute(
-                "UPDATE thread_leases SET expires_at = now() - interval '1 second'"
-                " WHERE thread_id = %s",
-                (recent,),
-            )
-        assert await repo.abandon_expired(grace_s=15) >= 1
-        assert await repo.abandon_expired(grace_s=15) == 0  # once
-        statuses = {}
-        for thread, run_id in ((dead, dead_run), (live, live_run), (recent, recent_run)):
-            row = await repo.run(thread, run_id)
-            assert row is not None
-            statuses[thread] = row["status"]
-        assert statuses == {dead: "abandoned", live: "running", recent: "running"}
-        assert await lease_run(pool, dead) is None
-        assert await lease_run(pool, live) == live_run
-        assert await lease_run(pool, recent) == recent_run
-        _, again = await begin(repo, dead)  # the thread is free to claim
-        assert again.status == "started"
-
 
 class TestCheckpointRead:
     async def test_the_claim_reads_the_checkpoint_the_saver_would_load(
