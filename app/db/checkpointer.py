@@ -190,6 +190,10 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         pre = _prefetched.get()
         if pre is not None and pre.answers(config):
             return None if pre.row is None else await self._load_checkpoint_tuple(pre.row)
+        # What this run holds back is the thread's newest state: stored before it is read.
+        # A run of two graph inputs (a dead run's step finished, then the new message) read
+        # the last stored checkpoint for the second, and its steps forked the chain there.
+        await store_held()
         return await super().aget_tuple(config)
 
     async def aput(

@@ -1,6 +1,7 @@
 """What other replicas ask of this process's runs: a cancel, or a follow request (ship the
 log). Polled: nothing here depends on a session, so PgBouncer in transaction mode is fine.
-The same loop prunes old event logs."""
+The same loop prunes old event logs, and closes the runs of processes that died on threads
+nobody claims again (every replica sweeps, so any may die)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,12 @@ class RequestPoller:
         cancel: Callable[[Run], None],
         *,
         log_ttl_s: float,
+        lease_ttl_s: float,
     ) -> None:
         self.repo = repo
+        # A lease expired this long ago (a second TTL) belongs to a dead process: its run is
+        # closed. Swept as often, so such a run reads `abandoned` within about three TTLs.
+        self.lease_ttl_s = lease_ttl_s
         self.live = live  # the process's runs until `done`, shared with the executor
         self.cancel = cancel
         self.log_ttl_s = log_ttl_s
@@ -47,7 +52,7 @@ class RequestPoller:
                 await self._task
 
     async def _poll_forever(self) -> None:
-        last_prune = 0.0
+        last_prune = last_sweep = 0.0
         while True:
             await asyncio.sleep(REQUEST_POLL_S)
             try:
@@ -56,6 +61,9 @@ class RequestPoller:
                 if time.monotonic() - last_prune > PRUNE_EVERY_S:
                     last_prune = time.monotonic()
                     await self.repo.prune_logs(self.log_ttl_s)
+                if time.monotonic() - last_sweep > self.lease_ttl_s:
+                    last_sweep = time.monotonic()
+                    await self.repo.abandon_dead(self.lease_ttl_s)
             except Exception as error:  # the database is away: try again next time
                 log.warning("could not poll run requests", error_type=type(error).__name__)
 

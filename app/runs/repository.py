@@ -11,7 +11,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.fencing import Lease
 from app.jsonbytes import json_bytes
-from app.runs.statements import BEGIN_RUN, CLOSE_RUN, EVENTS, LATEST_CHECKPOINT, Begun, begun
+from app.runs.statements import (
+    ABANDON_DEAD,
+    BEGIN_RUN,
+    CLOSE_RUN,
+    EVENTS,
+    LATEST_CHECKPOINT,
+    Begun,
+    begun,
+)
 
 
 def _dumps(value: Any) -> bytes | str:
@@ -317,6 +325,12 @@ class RunRepository:
                 (run_id, after),
             )
             return [record for row in await cur.fetchall() for record in row["events"]]
+
+    async def abandon_dead(self, grace_s: float) -> int:
+        """Close the runs of processes that died on threads nobody claims again."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(ABANDON_DEAD, {"grace_s": grace_s})
+            return int(cur.rowcount)
 
     async def prune_logs(self, keep_s: float) -> int:
         """Drop the event logs stored more than `keep_s` ago, but a running run's (the runs

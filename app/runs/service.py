@@ -70,7 +70,11 @@ class RunService:
         )
         self.held = HeldThreads(graph, settings, repo, leases)
         self.poller = RequestPoller(
-            repo, self.executor.live, self.executor.cancel_here, log_ttl_s=settings.run_log_ttl_s
+            repo,
+            self.executor.live,
+            self.executor.cancel_here,
+            log_ttl_s=settings.run_log_ttl_s,
+            lease_ttl_s=settings.thread_lease_ttl_s,
         )
 
     async def open(self) -> None:

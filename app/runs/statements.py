@@ -83,6 +83,23 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
     SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id,
            (SELECT count(*) FROM handoff) AS queued"""
 
+# Runs whose process died on a thread nobody claims again (migration 0021): a lease expired
+# for longer than `grace_s` names no run any more (the run goes to `dead_run`, for the
+# thread's next claim to finish what it left), and the run is abandoned. A lease a process
+# is renewing at this moment is skipped, not waited for.
+ABANDON_DEAD = """WITH dead AS (
+        SELECT thread_id, run_id FROM thread_leases
+        WHERE run_id IS NOT NULL
+          AND expires_at < clock_timestamp() - make_interval(secs => %(grace_s)s)
+        FOR UPDATE SKIP LOCKED
+    ), freed AS (
+        UPDATE thread_leases l SET run_id = NULL, dead_run = dead.run_id
+        FROM dead WHERE l.thread_id = dead.thread_id
+        RETURNING dead.run_id
+    )
+    UPDATE runs r SET status = 'abandoned', finished_at = now()
+    FROM freed WHERE r.run_id = freed.run_id AND r.status = 'running'"""
+
 # A run's stored log, in order, from its chunks.
 EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
         FROM run_event_chunks c, jsonb_array_elements(c.events) WITH ORDINALITY AS e(rec, i)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer, prefetched
+from app.db.leases import LEASE_LOST_SQLSTATE
 from app.errors import RateLimited, ThreadBusy
 from app.fencing import Lease
 from app.metrics import Metrics
@@ -188,6 +190,43 @@ class TestClosing:
         assert row["control"] == "queued" and row["control_reason"] == "asked for a person"
         assert row["run_id"] == later_id  # still the later run's lease
 
+    async def test_a_run_whose_process_died_on_a_thread_nobody_claims_is_closed(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        """Its lease expired long enough ago: the run is abandoned and the lease names no
+        run, so a stopped owner that wakes commits nothing. A lease that is live, or expired
+        only just, is left alone. The thread's next claim still names the dead run as the
+        one it took over, so it finishes the step that run left."""
+        repo = RunRepository(pool)
+        dead, live, recent = new_thread(), new_thread(), new_thread()
+        dead_run, _ = await begin(repo, dead)
+        live_run, _ = await begin(repo, live)
+        recent_run, _ = await begin(repo, recent)
+        for thread, ago in ((dead, "1 minute"), (recent, "1 second")):
+            async with pool.connection() as conn:
+                await conn.execute(
+                    "UPDATE thread_leases SET expires_at = now() - %s::interval"
+                    " WHERE thread_id = %s",
+                    (ago, thread),
+                )
+        assert await repo.abandon_dead(grace_s=15) >= 1
+        assert await repo.abandon_dead(grace_s=15) == 0  # once
+        statuses = {}
+        for thread, run_id in ((dead, dead_run), (live, live_run), (recent, recent_run)):
+            row = await repo.run(thread, run_id)
+            assert row is not None
+            statuses[thread] = row["status"]
+        assert statuses == {dead: "abandoned", live: "running", recent: "running"}
+        assert await lease_run(pool, dead) is None
+        assert await lease_run(pool, live) == live_run
+        assert await lease_run(pool, recent) == recent_run
+        with_fence = Lease(dead, 1, dead_run, TTL_MS)
+        assert await fenced_commit(pool, with_fence) is False  # the woken owner stops
+        _, again = await begin(repo, dead)
+        assert again.status == "started" and again.stale_run == dead_run
+        _, later = await begin(repo, dead)  # (busy: the claim above holds it)
+        assert later.status == "busy"
+
 
 class TestCheckpointRead:
     async def test_the_claim_reads_the_checkpoint_the_saver_would_load(
@@ -233,3 +272,17 @@ async def lease_run(pool: AsyncConnectionPool[Any], thread_id: str) -> str | Non
         )
         row = await cur.fetchone()
     return None if row is None else row["run_id"]
+
+
+async def fenced_commit(pool: AsyncConnectionPool[Any], lease: Lease) -> bool:
+    """Whether a commit fenced with `lease` passes (cs_fence)."""
+    try:
+        async with pool.connection() as conn:
+            await conn.execute(
+                "SELECT cs_fence(%s, %s, %s, %s)",
+                (lease.thread_id, lease.generation, lease.run_id, lease.ttl_ms),
+            )
+    except psycopg.Error as error:
+        assert error.sqlstate == LEASE_LOST_SQLSTATE
+        return False
+    return True
