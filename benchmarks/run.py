@@ -543,10 +543,16 @@ def run_all(bench: Bench) -> None:
             names = ["ours", *(name for name, _ in variants)]
             bench.warm_up({name: urls[name] for name in names[1:]})
             bench.section_variant({name: urls[name] for name in names})
+            bench.stop(*names[1:])
         if thin:
             bench.section_thin(
                 {name: urls[name] for name in ("ours", "thin-memory", "thin-postgres")}
             )
+            bench.stop("thin-memory", "thin-postgres")
+        # Only `ours` from here on. Each process keeps the pool its heaviest load grew (up
+        # to DB_POOL_MAX): nine of them held more than the shared server's 100 connections,
+        # and the long-thread section's own connection was refused ("too many clients").
+        bench.stop("peer", f"ours-{workers}w")
         bench.section_profile(urls["ours"])
         section_lg_cost(bench, urls["ours"])
         bench.section_long(urls["ours"])
