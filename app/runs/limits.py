@@ -15,11 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import Settings
-from app.errors import RateLimited, ThreadBusy
+from app.errors import Conflict, RateLimited, ThreadBusy
 from app.metrics import Metrics
 
 POSTS = "too many messages; wait a moment before sending the next one"
 BUDGET = "today's model budget for this account is used up; it renews at midnight UTC"
+DELETED = (
+    "this message was already sent in a conversation that has since been deleted;"
+    " send it with a new client_message_id to start a new one"
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class PostGate:
         """The error for a post the opening statement refused with `status`."""
         if status == "rate_limited" and self.posts is not None:
             return RateLimited(POSTS, retry_after_s=self.posts.retry_after_s(wait_s))
+        if status == "deleted":
+            return Conflict(DELETED, code="message_deleted")
         if status == "budget_exhausted":
             return RateLimited(
                 BUDGET, code="token_budget_exhausted", retry_after_s=math.ceil(wait_s)

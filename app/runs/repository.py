@@ -17,6 +17,7 @@ from app.runs.statements import (
     CLOSE_RUN,
     EVENTS,
     LATEST_CHECKPOINT,
+    REMEMBER_DELETED,
     Begun,
     begun,
 )
@@ -101,6 +102,7 @@ class RunRepository:
     async def delete_thread(self, thread_id: str) -> None:
         """The thread's index row, its runs and its transcript archive, all or none."""
         async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(REMEMBER_DELETED, (thread_id,))
             await conn.execute("DELETE FROM transcript_archive WHERE thread_id = %s", (thread_id,))
             await conn.execute(
                 """DELETE FROM run_event_chunks
@@ -334,13 +336,15 @@ class RunRepository:
 
     async def prune_logs(self, keep_s: float) -> int:
         """Drop the event logs stored more than `keep_s` ago, but a running run's (the runs
-        stay). A DELETE of chunks: no run row is rewritten."""
+        stay), and deleted threads' message ids as old. No run row is rewritten."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                """DELETE FROM run_event_chunks c
+                """WITH ids AS (DELETE FROM deleted_messages
+                                WHERE deleted_at < now() - make_interval(secs => %s))
+                   DELETE FROM run_event_chunks c
                    WHERE c.created_at < now() - make_interval(secs => %s)
                      AND NOT EXISTS (SELECT 1 FROM runs r
                                      WHERE r.run_id = c.run_id AND r.status = 'running')""",
-                (keep_s,),
+                (keep_s, keep_s),
             )
             return int(cur.rowcount)

@@ -100,6 +100,13 @@ ABANDON_DEAD = """WITH dead AS (
     UPDATE runs r SET status = 'abandoned', finished_at = now()
     FROM freed WHERE r.run_id = freed.run_id AND r.status = 'running'"""
 
+# A deleted thread's client_message_ids (migration 0022), in the delete's transaction: the
+# opening statement refuses a late duplicate of one of them instead of starting over.
+REMEMBER_DELETED = """INSERT INTO deleted_messages (thread_id, client_message_id)
+    SELECT thread_id, client_message_id FROM runs
+    WHERE thread_id = %s AND client_message_id IS NOT NULL
+    ON CONFLICT (thread_id, client_message_id) DO UPDATE SET deleted_at = now()"""
+
 # A run's stored log, in order, from its chunks.
 EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
         FROM run_event_chunks c, jsonb_array_elements(c.events) WITH ORDINALITY AS e(rec, i)
@@ -109,7 +116,7 @@ EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
 @dataclass(frozen=True)
 class Begun:
     """What `begin_run` found: `status` is started, duplicate (`earlier` is that run's
-    record), busy, rate_limited or budget_exhausted; `checkpoint` is the row the run starts
+    record), busy, rate_limited, budget_exhausted or deleted (a message of a deleted thread); `checkpoint` is the row the run starts
     from, as the checkpointer's SELECT returns it (None: the thread has none yet)."""
 
     status: str  # or human: a person answers, the message is stored and no run starts

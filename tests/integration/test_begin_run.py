@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer, prefetched
 from app.db.leases import LEASE_LOST_SQLSTATE
-from app.errors import RateLimited, ThreadBusy
+from app.errors import Conflict, RateLimited, ThreadBusy
 from app.fencing import Lease
 from app.metrics import Metrics
 from app.runs.limits import PostGate
@@ -136,6 +136,32 @@ class TestRefusals:
         assert again.status == "duplicate" and again.generation is not None
         assert again.earlier is not None and again.earlier["run_id"] == run_id
         assert again.earlier["status"] == "completed"
+
+    async def test_a_message_id_of_a_deleted_thread_is_refused_and_claims_nothing(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        """A late copy of a deleted conversation's message: `deleted`, no thread row, the
+        lease left free; a new message id starts the conversation over; once the ids are
+        pruned, the old one does too."""
+        repo, thread = RunRepository(pool), new_thread()
+        run_id, first = await begin(repo, thread, client_message_id="m1")
+        await close(repo, thread, run_id, first, tokens=0)
+        await repo.delete_thread(thread)
+
+        _, late = await begin(repo, thread, client_message_id="m1")
+        assert late.status == "deleted" and late.generation is None
+        error = PostGate(Settings(), Metrics()).refuse(late.status, late.wait_s)
+        assert isinstance(error, Conflict) and error.code == "message_deleted"
+        assert await repo.thread(thread) is None
+        assert await lease_run(pool, thread) is None
+
+        new_id, fresh = await begin(repo, thread, client_message_id="m2")
+        assert fresh.status == "started"
+        await close(repo, thread, new_id, fresh, tokens=0)
+        await repo.delete_thread(thread)
+        await repo.prune_logs(0)
+        _, pruned = await begin(repo, thread, client_message_id="m1")
+        assert pruned.status == "started"
 
 
 class TestClosing:
