@@ -116,8 +116,9 @@ EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
 @dataclass(frozen=True)
 class Begun:
     """What `begin_run` found: `status` is started, duplicate (`earlier` is that run's
-    record), busy, rate_limited, budget_exhausted or deleted (a message of a deleted thread); `checkpoint` is the row the run starts
-    from, as the checkpointer's SELECT returns it (None: the thread has none yet)."""
+    record), busy, rate_limited, budget_exhausted or deleted (a message of a deleted
+    thread); `checkpoint` is the row the run starts from, as the checkpointer's SELECT
+    returns it (None: the thread has none yet)."""
 
     status: str  # or human: a person answers, the message is stored and no run starts
     generation: int | None
