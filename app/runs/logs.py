@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+import psycopg
 import structlog
 
 from app.runs.repository import RunRepository
@@ -24,6 +26,7 @@ log = structlog.get_logger(__name__)
 
 SHIP_EVERY_S = 0.1
 FOLLOW_POLL_S = 0.1
+FOLLOW_OUTAGE_S = 5.0  # a follow outlives a database blip this long, then ends (no `done`)
 RUN_LOST = "The reply was lost when the server running it stopped; please send it again."
 
 
@@ -101,7 +104,32 @@ async def follow_stored(
     repo: RunRepository, thread_id: str, run_id: str, after: int
 ) -> AsyncIterator[list[Sequenced]]:
     """A run of another replica (or a finished one): its stored log after `after`, then,
-    while it runs, each chunk its owner ships, until `done`."""
+    while it runs, each chunk its owner ships, until `done`. A database that goes away
+    under it for longer than FOLLOW_OUTAGE_S ends the stream without `done`, as a cut
+    connection does: the client follows again from its last id (README "Runs you can come
+    back to"), instead of an error escaping into the ASGI server half-way through a body."""
+    outage_since: float | None = None
+    try:
+        async for batch in _follow_stored(repo, thread_id, run_id, after):
+            yield batch
+            after = batch[-1][0]
+    except psycopg.OperationalError as error:  # a pool timeout too
+        outage_since = time.monotonic()
+        log.warning("database unavailable under a follow", error_type=type(error).__name__)
+    while outage_since is not None and time.monotonic() - outage_since < FOLLOW_OUTAGE_S:
+        await asyncio.sleep(FOLLOW_POLL_S * 5)
+        try:
+            async for batch in _follow_stored(repo, thread_id, run_id, after):
+                yield batch
+                after = batch[-1][0]
+            return
+        except psycopg.OperationalError:
+            continue
+
+
+async def _follow_stored(
+    repo: RunRepository, thread_id: str, run_id: str, after: int
+) -> AsyncIterator[list[Sequenced]]:
     asked = False
     while True:
         row = await repo.run(thread_id, run_id)

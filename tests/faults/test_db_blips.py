@@ -20,6 +20,7 @@ import pytest
 
 from tests.fakellm import Latency, OrderLookupPolicy, ScriptedModelServer
 from tests.faults import procs
+from tests.faults.conftest import service_env
 
 Headers = Callable[[str], dict[str, str]]
 USER = "cust_blips"
@@ -254,3 +255,50 @@ class TestAStreamedTurn:
         assert names[-1] == "done"
         private_postgres.start()
         assert wait_until_no_running_run(private_postgres, session_id, within_s=8) == 0
+
+
+class TestAFollowedRun:
+    def test_a_follow_outlives_an_outage_under_it_and_reaches_done(
+        self,
+        service: procs.ServiceProcess,
+        private_postgres: procs.PrivatePostgres,
+        fault_model: ScriptedModelServer,
+        auth_headers: Headers,
+        slow_greeting: None,
+        tmp_path: Any,
+    ) -> None:
+        """A run of one replica, followed through another (which reads its shipped log from
+        the database) while the database is down for two seconds: the follow rides the
+        outage out and ends with `done`; nothing escapes into the ASGI server (found by the
+        chaos soak: the stream was cut half-way with "Exception in ASGI application")."""
+        headers = auth_headers(USER)
+        session_id = new_thread(service, headers)
+        env = service_env(private_postgres.url, fault_model)
+        with procs.ServiceProcess(env, log_dir=tmp_path) as other:
+            with httpx.stream(
+                "POST",
+                f"{service.url}/threads/{session_id}/messages",
+                json={"content": "hello"},
+                headers={**headers, "Accept": "text/event-stream"},
+                timeout=60,
+            ) as response:
+                location = response.headers["content-location"]
+                for name, _ in sse_events(response):
+                    if name == "token":
+                        break  # the client leaves; the run goes on
+            names: list[str] = []
+            with httpx.stream(
+                "GET",
+                other.url + location + "/stream",
+                headers={**headers, "Accept": "text/event-stream", "Last-Event-ID": "1"},
+                timeout=60,
+            ) as followed:
+                assert followed.status_code == 200
+                for name, _ in sse_events(followed):
+                    if not names:  # its reads fail while the database is down
+                        private_postgres.restart(mode="fast", down_s=2)
+                    names.append(name)
+                    if name == "done":
+                        break
+            assert names[-1] == "done", names
+            assert "Exception in ASGI application" not in other.log(2000)
