@@ -27,7 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from app.agent.nodes import CoreNodes
+from app.agent.nodes import CoreNodes, TokenSink, answer_tokens
 from app.agent.ports import WriteLedger
 from app.agent.routing import Route, route_after_agent
 from app.agent.state import AgentState
@@ -57,17 +57,29 @@ def run_config(thread_id: str, settings: Settings) -> RunnableConfig:
 
 
 def stream_turn(
-    graph: Graph, graph_input: Any, config: RunnableConfig, context: AgentContext
+    graph: Graph,
+    graph_input: Any,
+    config: RunnableConfig,
+    context: AgentContext,
+    on_token: TokenSink | None = None,
 ) -> AsyncIterator[Any]:
-    """One run as the service streams it: (mode, chunk) pairs of the agent's tokens
-    (`custom`) and each step's updates, every checkpoint stored before the run returns
-    (`durability="sync"`; `run_batching` decides when). The benchmarks' in-process runs use
-    it too, so they measure the same call."""
+    """One run: (mode, chunk) pairs of each step's updates, every checkpoint stored before
+    the run returns (`durability="sync"`; `run_batching` decides when).
+
+    The answer's tokens go to `on_token` (the service's run) straight from the agent node.
+    Without it they come as `custom` chunks, as any LangGraph client reads them (the
+    benchmarks' in-process graph and thin service, our yardsticks, do). The `custom` mode
+    costs every chunk a `call_soon_threadsafe` wake-up, a new waiter task and an
+    `asyncio.wait` over the step's tasks, and runs even a step of one node as a task of
+    its own; without it LangGraph runs such a step inline. The sink is set in the caller's
+    context (a run's own task), which the graph's tasks copy.
+    """
+    answer_tokens.set(on_token)
     return graph.astream(
         graph_input,
         config,
         context=context,
-        stream_mode=["custom", "updates"],
+        stream_mode=["custom", "updates"] if on_token is None else ["updates"],
         durability="sync",
     )
 

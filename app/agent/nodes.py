@@ -4,6 +4,8 @@ model step) and the node that answers refused calls."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,16 @@ BUDGET_SPENT = (
 TOKEN_KEY = "token"  # a custom stream item {"token": text, "message_id": id}: answer text
 MESSAGE_ID_KEY = "message_id"
 
+TokenSink = Callable[[str, str], None]  # (a piece of the answer's text, the answer's id)
+# Where the agent node hands the answer's text when the caller gave it a sink (the service
+# does, through `stream_turn(on_token=...)`); else it goes to LangGraph's `custom` stream.
+answer_tokens: ContextVar[TokenSink | None] = ContextVar("answer_tokens", default=None)
+
+
+def _custom_stream() -> TokenSink:
+    write = get_stream_writer()
+    return lambda text, message_id: write({TOKEN_KEY: text, MESSAGE_ID_KEY: message_id})
+
 
 def with_invalid_calls_as_errors(message: BaseMessage) -> BaseMessage:
     """Turn calls whose JSON arguments did not parse into ordinary calls carrying a marker.
@@ -74,16 +86,16 @@ async def streamed(
 ) -> BaseMessage:
     """Call the model and hand each piece of its text to the run's stream as it arrives.
 
-    The run reads these from LangGraph's `custom` stream rather than its `messages` mode:
-    that mode hooks a callback handler into every runnable of the graph to catch tokens,
-    which cost about 5 ms of CPU per turn, an eighth of the graph's own cost.
+    Not LangGraph's `messages` mode: it hooks a callback handler into every runnable of the
+    graph to catch tokens, which cost about 5 ms of CPU per turn, an eighth of the graph's
+    own cost. The run's sink (`answer_tokens`), when there is one; else the `custom` stream.
 
     The whole call has `deadline_s`, and a reply the model did not finish raises: either
     way the node fails, so nothing it streamed is stored, and the run ends with an error.
     """
     if stop_requested():  # cancelled: the turn ends here, at a step boundary
         return cut_answer("")
-    write = get_stream_writer()
+    write = answer_tokens.get() or _custom_stream()
     chunks: list[Any] = []
     message_id = ""
     async with model_call_deadline(deadline_s):
@@ -96,7 +108,7 @@ async def streamed(
                 message_id = chunk.id or f"lc_run--{uuid.uuid4()}"
             chunks.append(chunk)
             if text := text_of(chunk):
-                write({TOKEN_KEY: text, MESSAGE_ID_KEY: message_id})
+                write(text, message_id)
             if stop_requested():  # cancelled mid-stream: closing the stream stops the model
                 cut = cut_answer("".join(text_of(c) for c in chunks))
                 cut.id = message_id

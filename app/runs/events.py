@@ -15,8 +15,7 @@ from langchain_core.messages import (
 )
 
 from app.agent.model_view import text_of
-from app.agent.nodes import MESSAGE_ID_KEY, TOKEN_KEY
-from app.runs.stream import Interrupted, StreamEvent, Token, ToolCalled, ToolResult
+from app.runs.stream import Interrupted, StreamEvent, ToolCalled, ToolResult
 from app.runs.views import shorten
 from app.tools.results import artifact_of
 
@@ -59,15 +58,8 @@ class TurnRecorder:
     citations: list[dict[str, Any]] = field(default_factory=list)
 
     def on_chunk(self, mode: str, chunk: Any) -> Iterator[StreamEvent]:
-        if mode == "custom":  # the agent's answer text, as the model streams it
-            if not isinstance(chunk, dict):
-                return
-            text, message_id = chunk.get(TOKEN_KEY), chunk.get(MESSAGE_ID_KEY)
-            if isinstance(text, str) and text:
-                yield Token(
-                    text=text, message_id=message_id if isinstance(message_id, str) else None
-                )
-            return
+        """The events of one step's updates (the answer's tokens reach the run directly:
+        app/runs/executor.py `StreamedAnswer`)."""
         if mode != "updates" or not isinstance(chunk, dict):
             return
         for node, update in chunk.items():

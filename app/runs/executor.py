@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -43,6 +44,31 @@ CANCEL_GRACE_S = 3.0
 def _stop_if_running(run: Run) -> None:
     if run.task is not None and run.in_graph:
         run.task.cancel()
+
+
+@dataclass
+class StreamedAnswer:
+    """The answer the agent streams, handed to the run piece by piece as the model sends
+    it (`stream_turn(on_token=...)`), and kept until the agent's step stores it whole: a
+    cancel stores what there is so far, cut."""
+
+    run: Run
+    started: float  # the run's start (monotonic), for its time to first token
+    parts: list[str] = field(default_factory=list)
+    message_id: str | None = None
+    first_token_s: float | None = None
+
+    def __call__(self, text: str, message_id: str) -> None:
+        self.parts.append(text)
+        self.message_id = message_id
+        if self.first_token_s is None:
+            self.first_token_s = time.monotonic() - self.started
+        # built from the node's own str values: nothing for pydantic to validate
+        self.run.emit(Token.model_construct(text=text, message_id=message_id))
+
+    def stored(self) -> None:
+        self.parts.clear()
+        self.message_id = None
 
 
 class Executor:
@@ -127,9 +153,7 @@ class Executor:
         recorder = TurnRecorder()
         status = "failed"
         started = time.monotonic()
-        partial_answer: list[str] = []  # the answer being streamed, cut by a cancel
-        partial_id: str | None = None
-        first_token_s: float | None = None
+        answer = StreamedAnswer(run, started)
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         self.metrics.run_started()
         try:
@@ -147,17 +171,13 @@ class Executor:
                 async with run_batching(self.graph.checkpointer):
                     with prefetched(run.thread_id, run.checkpoint_row):
                         for graph_input in inputs:
-                            stream = stream_turn(self.graph, graph_input, config, context)
+                            stream = stream_turn(
+                                self.graph, graph_input, config, context, on_token=answer
+                            )
                             async for mode, chunk in stream:
                                 if mode == "updates" and "agent" in chunk:
-                                    partial_answer.clear()  # that answer is stored whole
-                                    partial_id = None
+                                    answer.stored()
                                 for event in recorder.on_chunk(mode, chunk):
-                                    if isinstance(event, Token):
-                                        partial_answer.append(event.text)
-                                        partial_id = event.message_id
-                                        if first_token_s is None:
-                                            first_token_s = time.monotonic() - started
                                     run.emit(event)
             status = "interrupted" if recorder.pending is not None else "completed"
             if run.cancel_requested:  # the agent ended the turn where the cancel found it
@@ -192,8 +212,8 @@ class Executor:
                     self.graph,
                     config,
                     thread_id=run.thread_id,
-                    partial="".join(partial_answer),
-                    partial_id=partial_id,
+                    partial="".join(answer.parts),
+                    partial_id=answer.message_id,
                     ledger=self.ledger,
                     write_names=self.write_names,
                 )
@@ -204,7 +224,7 @@ class Executor:
             bound.exception("run failed")
             run.emit(RunFailed(code="internal_error", message=INTERNAL))
         finally:
-            await self._finish(run, recorder, status, title, started, first_token_s)
+            await self._finish(run, recorder, status, title, started, answer.first_token_s)
 
     async def _finish(
         self,
