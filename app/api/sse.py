@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
+from starlette.types import Message, Send
 
 from app.metrics import open_stream
 from app.runs.stream import (
@@ -39,12 +40,23 @@ async def all_at_once(events: Sequence[Sequenced]) -> AsyncIterator[Sequence[Seq
     yield events
 
 
+class _EventSource(EventSourceResponse):
+    """sse-starlette sends each frame inside `anyio.move_on_after(send_timeout)`: a cancel
+    scope per frame (~6 us, one per token at a model's pace) even when, as here, no
+    `send_timeout` is set. Without one the frame is sent as is; with one, as upstream does
+    (tests/unit/test_sse.py fails if upstream stops sending through this method)."""
+
+    async def _send_with_timeout(self, send: Send, message: Message) -> None:
+        if self.send_timeout is None:
+            await send(message)
+        else:
+            await super()._send_with_timeout(send, message)
+
+
 def sse_response(
     batches: AsyncIterator[Sequence[Sequenced]], heartbeat_s: float
 ) -> EventSourceResponse:
-    return EventSourceResponse(
-        _frames(batches), ping=max(1, int(heartbeat_s)), headers=NO_BUFFERING
-    )
+    return _EventSource(_frames(batches), ping=max(1, int(heartbeat_s)), headers=NO_BUFFERING)
 
 
 def replay(result: dict[str, Any], session_id: str, run_id: str) -> list[Sequenced]:

@@ -63,8 +63,7 @@ class StreamedAnswer:
         self.message_id = message_id
         if self.first_token_s is None:
             self.first_token_s = time.monotonic() - self.started
-        # built from the node's own str values: nothing for pydantic to validate
-        self.run.emit(Token.model_construct(text=text, message_id=message_id))
+        self.run.emit(Token(text=text, message_id=message_id))
 
     def stored(self) -> None:
         self.parts.clear()

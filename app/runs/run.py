@@ -67,7 +67,7 @@ class Run:
         ):
             log[-1] = (
                 log[-1][0],
-                Token.model_construct(text=last.text + event.text, message_id=event.message_id),
+                Token(text=last.text + event.text, message_id=event.message_id),
             )
         else:
             log.append((len(log) + 1, event))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, Field, TypeAdapter
 
 
@@ -119,6 +120,14 @@ def _exclude(event: StreamEvent) -> set[str]:
 
 def data_of(event: StreamEvent) -> bytes:
     """The event's fields as JSON, as its `data:` line carries them."""
+    if type(event) is Token and event.message_id is not None:
+        # One per model chunk: orjson writes the same bytes as pydantic (a unit test
+        # compares them) in a fifth of the time. Text orjson refuses (a lone surrogate)
+        # is left to pydantic.
+        try:
+            return orjson.dumps({"text": event.text, "message_id": event.message_id})
+        except TypeError:
+            pass
     return event.model_dump_json(exclude=_exclude(event), fallback=str).encode()
 
 
