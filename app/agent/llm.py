@@ -13,6 +13,7 @@ from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
+from app.agent.sse_decoder import EventStreamDecoder
 from app.config import Settings
 from app.jsonbytes import json_bytes
 
@@ -114,6 +115,8 @@ class ChatCompletionsAsDicts:
         )
         if isinstance(response, openai.AsyncStream):
             await _require_event_stream(response)
+            # read lazily, at the stream's first chunk (tests/unit/test_sse_decoder.py)
+            response._decoder = EventStreamDecoder()
         return response
 
 
