@@ -44,7 +44,7 @@ class _EventSource(EventSourceResponse):
     """sse-starlette sends each frame inside `anyio.move_on_after(send_timeout)`: a cancel
     scope per frame (~6 us, one per token at a model's pace) even when, as here, no
     `send_timeout` is set. Without one the frame is sent as is; with one, as upstream does
-    (tests/unit/test_sse.py fails if upstream stops sending through this method)."""
+    (tests/unit/test_sse_fast_paths.py fails if upstream stops sending through this method)."""
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
         if self.send_timeout is None:

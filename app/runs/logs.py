@@ -109,22 +109,19 @@ async def follow_stored(
     connection does: the client follows again from its last id (README "Runs you can come
     back to"), instead of an error escaping into the ASGI server half-way through a body."""
     outage_since: float | None = None
-    try:
-        async for batch in _follow_stored(repo, thread_id, run_id, after):
-            yield batch
-            after = batch[-1][0]
-    except psycopg.OperationalError as error:  # a pool timeout too
-        outage_since = time.monotonic()
-        log.warning("database unavailable under a follow", error_type=type(error).__name__)
-    while outage_since is not None and time.monotonic() - outage_since < FOLLOW_OUTAGE_S:
-        await asyncio.sleep(FOLLOW_POLL_S * 5)
+    while True:
         try:
             async for batch in _follow_stored(repo, thread_id, run_id, after):
                 yield batch
                 after = batch[-1][0]
             return
-        except psycopg.OperationalError:
-            continue
+        except psycopg.OperationalError as error:  # a pool timeout too
+            if outage_since is None:
+                outage_since = time.monotonic()
+                log.warning("database unavailable under a follow", error_type=type(error).__name__)
+            elif time.monotonic() - outage_since >= FOLLOW_OUTAGE_S:
+                return
+        await asyncio.sleep(FOLLOW_POLL_S * 5)
 
 
 async def _follow_stored(
