@@ -101,12 +101,21 @@ def test_run_lost_comes_after_the_last_id_the_client_heard(
         wait_for(lambda: bool(location), "the run to start")
         threads.append(threading.Thread(target=watch, daemon=True))
         threads[1].start()
-        wait_for(lambda: len(watched) >= 3 and len(heard) >= 20, "both readers to hear it")
+        run_id = location[0].rsplit("/", 1)[-1]
+        # Killed while its client has heard more than the shipped log holds (it ships every
+        # 100 ms; a token comes every 25 ms): checked right before the kill, not guessed.
+        wait_for(
+            lambda: (
+                len(watched) >= 3
+                and len(heard) >= 20
+                and max(seq for seq, _, _ in heard) > stored_up_to(private_postgres, run_id)
+            ),
+            "both readers to hear it, the owner's ahead of the stored log",
+        )
         a.kill9()
         for thread in threads:
             thread.join(10)
         last = max(seq for seq, _, _ in heard)
-        run_id = location[0].rsplit("/", 1)[-1]
         stored = stored_up_to(private_postgres, run_id)
         assert stored < last, f"the log was stored up to {stored}: the owner died too late"
         location_ = location[0]
