@@ -141,6 +141,21 @@ class ServicePool(AsyncConnectionPool[AsyncConnection[Any]]):
             raise
 
 
+async def generic_plans(conn: AsyncConnection[Any]) -> None:
+    """Prepared statements run their generic plan, without planning each call again.
+
+    Postgres plans a prepared statement for its parameters on each of its first five runs,
+    and goes on doing so whenever the generic plan's estimate is higher than the custom
+    plans' average, which it was for most of a turn's statements here (the run's closing
+    statement, the preferences read, the order lookups): a third of the database's time
+    for a read turn was planning (0.9 of 2.6 ms, pg_stat_statements with track_planning).
+    Every statement of the service looks rows up by key, where the generic plan is the
+    same plan. Set once per connection, not per statement; only with prepared statements
+    on, the mode PgBouncer in transaction mode cannot use anyway.
+    """
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
 async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
     """Open an autocommit pool of dict-row connections.
 
@@ -152,11 +167,13 @@ async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
         "row_factory": dict_row,
         "prepare_threshold": settings.db_prepare_threshold,
     }
+    prepared = settings.db_prepare_threshold is not None
     pool = ServicePool(
         url,
         min_size=settings.db_pool_min,
         max_size=settings.db_pool_max,
         kwargs=kwargs,
+        configure=generic_plans if prepared else None,
         name=name,
         timeout=settings.db_pool_timeout_s,
         reconnect_timeout=RECONNECT_GIVE_UP_S,
