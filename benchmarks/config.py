@@ -37,7 +37,7 @@ class Plan:
     turns_per_conversation: int = 3
     # realistic capacity (benchmarks/capacity.py): open conversations stepped from
     # capacity_start up while they hold, or down until one holds (empty: skip)
-    capacity_levels: tuple[int, ...] = (250, 500, 750, 1000, 1250, 1500)
+    capacity_levels: tuple[int, ...] = (250, 500, 625, 750, 875, 1000, 1250, 1500)
     capacity_start: int = 500
     capacity_think_s: float = 20.0  # uniform +- 5 s between an answer and the next message
     capacity_turns: int = 4  # messages per conversation
@@ -68,7 +68,8 @@ FULL = Plan(
     pgbench_seconds=10,
     profile_s=20,
     variant_reps=3,
-    thin_reps=3,
+    # ceiling (c) is a ratio of two noisy medians: five runs each, alternating
+    thin_reps=5,
 )
 
 QUICK = Plan(
