@@ -356,7 +356,7 @@ def _section_long(r: dict[str, Any]) -> list[str]:
         "`usage.input_tokens`: both model calls of the turn added up (the trim budget",
         "CONTEXT_MAX_TOKENS=6000 applies to each call's messages; the tool schemas come on top).",
         "",
-        "| history (messages posted) | working messages in state | turns | turn p50 / p95 ms "
+        "| history (messages posted) | messages in the transcript | turns | turn p50 / p95 ms "
         "| TTFT p50 ms | checkpoint bytes/turn (median / p95) | rows/turn ckpt+blobs+writes "
         "| input tokens/turn (max) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -381,13 +381,12 @@ def _section_long(r: dict[str, Any]) -> list[str]:
         "",
         "Checkpoint bytes per turn by table: " + "; ".join(by_table) + ".",
         "",
-        "*Working messages* is the thread's `message_count` (the state's `messages`) before the"
-        " measured",
-        "turn: once the working list passes SUMMARY_TRIGGER_TOKENS the service folds the oldest"
-        " messages",
-        "into a summary and moves them to the transcript archive, so a thread of 400 posted"
-        " messages keeps",
-        "only its newest ones in the checkpoint.",
+        "*Messages in the transcript* is the thread's `message_count` before the measured turn:",
+        "every message of the conversation, which summaries never lower. The working list in the",
+        "checkpoint is shorter: once it passes SUMMARY_TRIGGER_TOKENS the service folds the",
+        "oldest messages into a summary and moves them to the transcript archive, so a thread of",
+        "400 posted messages keeps only its newest ones (about SUMMARY_KEEP_TOKENS) in the",
+        "checkpoint.",
         "",
     ]
     pg_levels = {k: v["pg"] for k, v in long["levels"].items() if "pg" in v}
