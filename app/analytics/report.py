@@ -102,11 +102,14 @@ async def summary(
     pool: AsyncConnectionPool[Any], start: datetime, end: datetime, group: Group
 ) -> dict[str, Any]:
     params = {"from": start, "to": end, "group": group}
+    # Never prepared: the pools run prepared statements on their generic plan
+    # (app/db/pool.py), which cannot know whether a range is a day or a year. A report is
+    # asked for now and then; planning it for its own range costs nothing that matters.
     async with pool.connection() as conn:
-        periods = await (await conn.execute(_PERIODS, params)).fetchall()
-        totals = await (await conn.execute(_TOTALS, params)).fetchone()
-        ttft = await (await conn.execute(_TTFT, params)).fetchall()
-        tools = await (await conn.execute(_TOOLS, params)).fetchall()
+        periods = await (await conn.execute(_PERIODS, params, prepare=False)).fetchall()
+        totals = await (await conn.execute(_TOTALS, params, prepare=False)).fetchone()
+        ttft = await (await conn.execute(_TTFT, params, prepare=False)).fetchall()
+        tools = await (await conn.execute(_TOOLS, params, prepare=False)).fetchall()
     assert totals is not None
     by_start = {r["start"]: {"start": r["start"].isoformat(), **_measures(r)} for r in periods}
     whole = _measures(totals)

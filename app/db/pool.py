@@ -149,9 +149,11 @@ async def generic_plans(conn: AsyncConnection[Any]) -> None:
     plans' average, which it was for most of a turn's statements here (the run's closing
     statement, the preferences read, the order lookups): a third of the database's time
     for a read turn was planning (0.9 of 2.6 ms, pg_stat_statements with track_planning).
-    Every statement of the service looks rows up by key, where the generic plan is the
-    same plan. Set once per connection, not per statement; only with prepared statements
-    on, the mode PgBouncer in transaction mode cannot use anyway.
+    A turn's statements look rows up by key, where the generic plan is the same plan; a
+    statement whose best plan depends on its values (the analytics report's time range) is
+    run unprepared, so it is planned for them. Set once per connection, not per statement;
+    only with prepared statements on, the mode PgBouncer in transaction mode cannot use
+    anyway.
     """
     await conn.execute("SET plan_cache_mode = force_generic_plan")
 
