@@ -50,10 +50,13 @@ class Delivery:
 
 @dataclass
 class Receiver:
-    """A client's endpoint: records every request; answers 500 until `fail_until`."""
+    """A client's endpoint: records every request; answers 500 to the first `fail_first`.
+
+    A count, not a deadline: under load the worker's next try can land after any
+    deadline, and the receiver would never have been seen failing."""
 
     port: int = field(default_factory=free_port)
-    fail_until: float = 0.0
+    fail_first: int = 0
     deliveries: list[Delivery] = field(default_factory=list)
     _runner: web.AppRunner | None = None
 
@@ -62,7 +65,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/hooks/runs"
 
     async def handle(self, request: web.Request) -> web.Response:
-        status = 500 if time.monotonic() < self.fail_until else 200
+        status = 500 if len(self.deliveries) < self.fail_first else 200
         self.deliveries.append(
             Delivery(
                 id=request.headers["webhook-id"],
@@ -226,10 +229,10 @@ class TestDelivery:
         assert refused["delivered_at"] is None
         assert refused["last_error"] == "ConnectError"
 
-        receiver.fail_until = time.monotonic() + 1.0  # then up, answering 500 for a while
+        receiver.fail_first = 2  # then up, answering 500 twice
         await receiver.start()
         await receiver.wait_for([run["run_id"]])
-        assert receiver.deliveries[0].answered == 500
+        assert [d.answered for d in receiver.deliveries] == [500, 500, 200]
         assert {d.id for d in receiver.deliveries} == {refused["event_id"]}
         assert len(receiver.delivered(run["run_id"])) == 1
         assert len({d.raw for d in receiver.deliveries}) == 1  # the same bytes every time
