@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 from app.agent.books import keep_books, refused_calls
 from app.agent.edits import cut_answer, for_model, open_turn
 from app.agent.llm import ModelReplyBroken, model_call_deadline, require_finished
+from app.agent.model_stream import model_chunks
 from app.agent.model_view import text_of
 from app.agent.ports import WriteLedger
 from app.agent.prompts import BUDGET_NOTE, reflection_note, system_prompt
@@ -99,7 +100,7 @@ async def streamed(
     chunks: list[Any] = []
     message_id = ""
     async with model_call_deadline(deadline_s):
-        async for chunk in runnable.astream(window, get_config()):
+        async for chunk in model_chunks(runnable, window, get_config()):
             if not chunks:
                 first_chunk()  # the call's time to first token, when traced
                 # The answer's id from its first piece on: every token carries it and the
