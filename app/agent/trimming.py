@@ -27,7 +27,8 @@ class _CountOnce:
 
     A counter object rather than a function: `trim_messages` calls a model-like counter's
     `get_num_tokens_from_messages` directly, where for a plain function it first reads the
-    function's signature with `inspect` on every call (about 0.1 ms a model call)."""
+    function's signature with `inspect` on every call (py-spy under load: ~1% of a read
+    turn's CPU; ~5 us a call alone)."""
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[BaseMessage, int]] = {}

@@ -13,6 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.db.leases import fence
 from app.fencing import LeaseLost, current_lease
 from app.runs.leases import ThreadLeases
+from app.runs.statements import ABANDON_DEAD
 
 
 @pytest.fixture
@@ -150,5 +151,36 @@ class TestFencing:
         assert lost == []
         await expire(pool, thread)
         assert await ThreadLeases(pool, ttl_s=5).claim(thread, "run-2") is not None
+        await leases.renew()
+        assert lost == [thread]
+
+    async def test_a_lease_its_own_run_released_is_not_reported_lost(
+        self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        # The run's closing statement frees the lease a moment before the run forgets it;
+        # a renewal in between used to find it gone and stop the run as superseded.
+        thread = new_thread()
+        claim = await leases.claim(thread, "run-1")
+        assert claim is not None
+        lost: list[str] = []
+        leases.on_lost(claim.lease, lambda: lost.append(thread))
+        async with pool.connection() as conn:
+            await conn.execute("SELECT cs_release_thread(%s, %s)", (thread, claim.lease.generation))
+        await leases.renew()
+        await leases.renew()
+        assert lost == []
+        assert await ThreadLeases(pool, ttl_s=5).claim(thread, "run-2") is not None
+
+    async def test_a_lease_the_sweep_freed_from_its_run_is_lost(
+        self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        thread = new_thread()
+        claim = await leases.claim(thread, "run-1")
+        assert claim is not None
+        lost: list[str] = []
+        leases.on_lost(claim.lease, lambda: lost.append(thread))
+        await expire(pool, thread)
+        async with pool.connection() as conn:  # the poller's sweep of dead runs
+            await conn.execute(ABANDON_DEAD, {"grace_s": 0})
         await leases.renew()
         assert lost == [thread]
