@@ -12,7 +12,7 @@ start that many are already under way at ages spread over the lifetime, so the l
 holds from the first second (one asyncio process keeps 1,000 open on ~0.05 core). The first
 message of a conversation opens a new thread (a new session id), the later ones continue
 it. Turns started in the measured window (after `--warmup-s`) count; whatever is still in
-flight when it ends is waited for. With `--single N` it is one customer instead, N turns
+flight when it ends is waited for. With `--single N` it is one customer at a time, N turns
 one after another: the baseline a level's p95 is compared with.
 
 `section(bench)` (from `make bench`) runs it against our service with the shipped defaults
@@ -196,11 +196,13 @@ class Generator:
         }
 
     async def run_single(self) -> dict[str, Any]:
-        """One customer: `--single` turns, conversations of `--turns`, a short pause."""
+        """One customer at a time: `--single` turns, conversations of `--turns` (each its
+        own customer, as in the open loop), a short pause. One customer posting all of
+        them met the shipped post limit (12 a minute after a burst of 20): 429s."""
         a = self.args
         self.t0 = time.time()
-        user, order = self.pairs[a.index_offset % len(self.pairs)]
         for n in range(a.single):
+            user, order = self.pairs[(a.index_offset + n // a.turns) % len(self.pairs)]
             session = f"{a.tag}-s{n // a.turns}"
             result: TurnResult = await self.client.turn(user, session, question(n % a.turns, order))
             row = result.as_dict()
@@ -508,7 +510,7 @@ class Capacity:
         [raw] = self.generate(name, url, f"{name}-single", ["--single", str(turns)], 1)
         cpu = proc.cpu_s() - cpu0
         busy_s = time.monotonic() - t0
-        self.offset += 1
+        self.offset += -(-turns // self.plan.capacity_turns)  # its customers, one each
         latency = [t["latency_ms"] for t in raw["turns"] if t["ok"]]
         ttft = [t["ttft_ms"] for t in raw["turns"] if t["ok"] and t.get("ttft_ms") is not None]
         return {
