@@ -83,7 +83,12 @@ def _nobody_listens(config: RunnableConfig) -> bool:
     if get_debug() or tracing_is_enabled() or tracer_context.tracing_v2_callback_var.get():
         return False
     # Handlers a library registered to switch on from a context variable or the environment.
-    for var, _, handler_class, env_var in tracer_context._configure_hooks:
+    # A private list: if a LangChain release drops it, every call takes `astream` again
+    # rather than every turn failing on the attribute.
+    hooks = getattr(tracer_context, "_configure_hooks", None)
+    if not isinstance(hooks, list):
+        return False
+    for var, _, handler_class, env_var in hooks:
         if var.get() is not None or (handler_class and env_var and os.environ.get(env_var)):
             return False
     return True

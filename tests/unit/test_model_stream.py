@@ -137,6 +137,17 @@ class TestListenersTakeLangChainsPath:
         blocks = [HumanMessage(content=[{"type": "text", "text": "Where is it?"}])]
         assert model_stream._direct_call(_model(server), blocks, {}) is None
 
+    def test_without_langchains_hook_list_it_takes_it(
+        self, server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # a LangChain release without the private list: the safe path, not a failed turn
+        from langchain_core.tracers import context as tracer_context
+
+        runnable = _model(server)
+        assert model_stream._direct_call(runnable, WINDOW, {}) is not None
+        monkeypatch.delattr(tracer_context, "_configure_hooks")
+        assert model_stream._direct_call(runnable, WINDOW, {}) is None
+
     def test_a_model_that_is_not_chatopenai_takes_it(self) -> None:
         from langchain_core.language_models.fake_chat_models import FakeListChatModel
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import (
@@ -112,6 +114,13 @@ class TestBudget:
         assert count_tokens(window) <= 1000
         assert window[-1] is history[-1]
         assert len(history) == 400  # the history itself is untouched
+
+    def test_the_trim_reads_no_signature(self) -> None:
+        # `trim_messages` inspects a plain function counter on every call; ours is an object
+        # it calls directly (a hot path: twice a read turn)
+        history: list[BaseMessage] = [HumanMessage(content="where is my order?")]
+        with mock.patch("inspect.signature", side_effect=AssertionError("signature read")):
+            assert model_window(SYSTEM, history, 1000)[-1] is history[-1]
 
     @settings(max_examples=200, deadline=None)
     @given(history=histories(), data=st.data())
