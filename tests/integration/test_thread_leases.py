@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db.leases import fence
 from app.fencing import LeaseLost, current_lease
-from app.runs.leases import ThreadLeases
+from app.runs.leases import Claim, ThreadLeases
 from app.runs.statements import ABANDON_DEAD
 
 
@@ -26,6 +26,16 @@ async def leases(pool: AsyncConnectionPool[Any]) -> AsyncIterator[ThreadLeases]:
 
 def new_thread() -> str:
     return f"u:{uuid.uuid4().hex}"
+
+
+async def watched_claim(leases: ThreadLeases) -> tuple[str, Claim, list[str]]:
+    """A new thread claimed for "run-1", and the list its heartbeat's loss report fills."""
+    thread = new_thread()
+    claim = await leases.claim(thread, "run-1")
+    assert claim is not None
+    lost: list[str] = []
+    leases.on_lost(claim.lease, lambda: lost.append(thread))
+    return thread, claim, lost
 
 
 async def expire(pool: AsyncConnectionPool[Any], thread_id: str) -> None:
@@ -142,11 +152,7 @@ class TestFencing:
     async def test_the_heartbeat_reports_a_lease_taken_over(
         self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
     ) -> None:
-        thread = new_thread()
-        claim = await leases.claim(thread, "run-1")
-        assert claim is not None
-        lost: list[str] = []
-        leases.on_lost(claim.lease, lambda: lost.append(thread))
+        thread, _, lost = await watched_claim(leases)
         await leases.renew()
         assert lost == []
         await expire(pool, thread)
@@ -159,11 +165,7 @@ class TestFencing:
     ) -> None:
         # The run's closing statement frees the lease a moment before the run forgets it;
         # a renewal in between used to find it gone and stop the run as superseded.
-        thread = new_thread()
-        claim = await leases.claim(thread, "run-1")
-        assert claim is not None
-        lost: list[str] = []
-        leases.on_lost(claim.lease, lambda: lost.append(thread))
+        thread, claim, lost = await watched_claim(leases)
         async with pool.connection() as conn:
             await conn.execute("SELECT cs_release_thread(%s, %s)", (thread, claim.lease.generation))
         await leases.renew()
@@ -174,11 +176,7 @@ class TestFencing:
     async def test_a_lease_the_sweep_freed_from_its_run_is_lost(
         self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
     ) -> None:
-        thread = new_thread()
-        claim = await leases.claim(thread, "run-1")
-        assert claim is not None
-        lost: list[str] = []
-        leases.on_lost(claim.lease, lambda: lost.append(thread))
+        thread, _, lost = await watched_claim(leases)
         await expire(pool, thread)
         async with pool.connection() as conn:  # the poller's sweep of dead runs
             await conn.execute(ABANDON_DEAD, {"grace_s": 0})
