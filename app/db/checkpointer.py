@@ -14,7 +14,9 @@ pipeline, one round trip, when one of these comes first:
   checkpoint that holds its tool call is durable before the write commits, so a crash after
   the commit resumes at that call and replays the recorded outcome instead of writing again;
 - an error or an interrupt is written (stored at once, as upstream does);
-- the run ends, before its outcome is recorded and before `done` reaches the client.
+- the run ends, before `done` reaches the client: in the transaction that records its
+  outcome and releases its lease when it ended well (`HeldRows.store_then`: one commit
+  instead of two), on their own before the outcome otherwise.
 A read-only turn so stores its five checkpoints (input, START, agent, tools, agent) in one
 round trip instead of four. Every step is still stored, so history and rewind see them all.
 The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
@@ -79,7 +81,7 @@ _Batch = tuple[str, list[Any]]  # (query, rows)
 
 
 @dataclass
-class _Held:
+class HeldRows:
     """What a run's checkpointer holds back, in order. The graph's tasks copy the run's
     context, so every step of the run appends to the same list."""
 
@@ -98,8 +100,19 @@ class _Held:
             self.batches[:0] = taken
             raise
 
+    async def store_then(self, query: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Everything held, then `query` (the run's closing statement) in the same fenced
+        transaction and round trip: the steps and the outcome commit together, or neither
+        does (then the rows are held again and the error is raised). Returns its row."""
+        taken, self.batches = self.batches, []
+        try:
+            return await self.saver._execute(taken, then=(query, params))
+        except BaseException:
+            self.batches[:0] = taken
+            raise
 
-_held: ContextVar[_Held | None] = ContextVar("held_checkpoint_rows", default=None)
+
+_held: ContextVar[HeldRows | None] = ContextVar("held_checkpoint_rows", default=None)
 
 
 async def store_held() -> None:
@@ -265,40 +278,52 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             held.batches.append((query, rows))
 
     @asynccontextmanager
-    async def held_until_needed(self) -> AsyncIterator[None]:
+    async def held_until_needed(self) -> AsyncIterator[HeldRows]:
         """Hold the block's checkpoints and writes back until a write needs them stored, an
-        error or interrupt is written, or the block ends (see the module's docstring)."""
-        held = _Held(self)
+        error or interrupt is written, or the block ends (see the module's docstring). What
+        the block stored with `store_then` is not stored again."""
+        held = HeldRows(self)
         token = _held.set(held)
         try:
-            yield
+            yield held
         finally:
             _held.reset(token)
             if held.batches:
                 await held.store()
 
-    @traced("checkpoint store", lambda _, batches: {"db.system.name": "postgresql"})
-    async def _execute(self, batches: list[_Batch]) -> None:
+    @traced("checkpoint store", lambda *_, **__: {"db.system.name": "postgresql"})
+    async def _execute(
+        self, batches: list[_Batch], then: tuple[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any] | None:
         """The batches in one pipeline: one round trip. The rows of one statement go in one
         `executemany`, in the order they came: a run's store is 3 or 4 calls instead of one
         per step and table, each with its own lock and pipeline bookkeeping. Only rows of
         the same statement can touch the same key (no foreign keys join these tables), so
-        their order is the order that matters."""
+        their order is the order that matters. `then` (a statement and its parameters) runs
+        last in the same transaction; its row is returned."""
         grouped: dict[str, list[Any]] = {}
         for query, rows in batches:
             grouped.setdefault(query, []).extend(rows)
-        if current_lease.get() is None:
+        if current_lease.get() is None and then is None:
             async with self._cursor(pipeline=True) as cur:
                 for query, rows in grouped.items():
                     await cur.executemany(query, rows)
-            return
+            return None
         # A run's store: fenced, so the rows commit only while its lease is its own, and
         # all together (still one round trip: the pipeline carries BEGIN and COMMIT too).
         try:
-            async with self._cursor(pipeline=True) as cur, cur.connection.transaction():
-                await fence(cur)
-                for query, rows in grouped.items():
-                    await cur.executemany(query, rows)
+            async with (
+                self._cursor(pipeline=True) as cur,
+                cur.connection.cursor(row_factory=dict_row) as last,  # text, as the pool's
+            ):
+                async with cur.connection.transaction():
+                    await fence(cur)
+                    for query, rows in grouped.items():
+                        await cur.executemany(query, rows)
+                    if then is not None:
+                        await last.execute(*then)
+                # fetched once COMMIT is queued: fetching before it would cost a round trip
+                return await last.fetchone() if then is not None else None
         except psycopg.Error as error:
             if is_lease_lost(error):
                 raise LeaseLost(str(current_lease.get())) from None
@@ -326,9 +351,10 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         )
 
 
-def run_batching(saver: object) -> AbstractAsyncContextManager[None]:
+def run_batching(saver: object) -> AbstractAsyncContextManager[HeldRows | None]:
     """The block one run of a graph goes in: `held_until_needed()` when the graph
-    checkpoints through `PostgresCheckpointer`, nothing otherwise."""
+    checkpoints through `PostgresCheckpointer` (the block gets what it holds), nothing
+    otherwise."""
     if isinstance(saver, PostgresCheckpointer):
         return saver.held_until_needed()
-    return nullcontext()
+    return nullcontext(None)

@@ -19,7 +19,7 @@ from app.agent.edits import leave_consistent
 from app.agent.graph import Graph, run_config, stream_turn
 from app.agent.ports import WriteLedger
 from app.config import Settings
-from app.db.checkpointer import prefetched, run_batching
+from app.db.checkpointer import HeldRows, prefetched, run_batching
 from app.fencing import LeaseLost, current_control, current_lease
 from app.identity import AgentContext, Principal
 from app.metrics import Metrics
@@ -151,6 +151,7 @@ class Executor:
         )
         recorder = TurnRecorder()
         status = "failed"
+        closed: tuple[dict[str, Any], str | None] | None = None  # recorded with its steps
         started = time.monotonic()
         answer = StreamedAnswer(run, started)
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
@@ -164,10 +165,10 @@ class Executor:
                 )
             )
             run.in_graph = True
-            async with asyncio.timeout(self.settings.turn_deadline_s):
-                # the run's checkpoints are held back and stored together (checkpointer.py),
-                # and the checkpoint it starts from is the one its claim read
-                async with run_batching(self.graph.checkpointer):
+            # the run's checkpoints are held back and stored together (checkpointer.py),
+            # and the checkpoint it starts from is the one its claim read
+            async with run_batching(self.graph.checkpointer) as held:
+                async with asyncio.timeout(self.settings.turn_deadline_s):
                     with prefetched(run.thread_id, run.checkpoint_row):
                         for graph_input in inputs:
                             stream = stream_turn(
@@ -178,11 +179,15 @@ class Executor:
                                     answer.stored()
                                 for event in recorder.on_chunk(mode, chunk):
                                     run.emit(event)
-            status = "interrupted" if recorder.pending is not None else "completed"
-            if run.cancel_requested:  # the agent ended the turn where the cancel found it
-                status = "cancelled"
-            if recorder.citations and status == "completed":
-                run.emit(Citations(citations=recorder.citations))
+                status = "interrupted" if recorder.pending is not None else "completed"
+                if run.cancel_requested:  # the agent ended the turn where the cancel found it
+                    status = "cancelled"
+                if recorder.citations and status == "completed":
+                    run.emit(Citations(citations=recorder.citations))
+                if held is not None:
+                    closed = await self._close_with_steps(
+                        run, recorder, status, title, held, answer
+                    )
         except LeaseLost:
             run.lease_lost = True
             bound.error("thread lease lost; the run stopped before committing")
@@ -223,7 +228,47 @@ class Executor:
             bound.exception("run failed")
             run.emit(RunFailed(code="internal_error", message=INTERNAL))
         finally:
-            await self._finish(run, recorder, status, title, started, answer.first_token_s)
+            first_token_s = answer.first_token_s
+            await self._finish(run, recorder, status, title, started, first_token_s, closed)
+
+    async def _close_with_steps(
+        self,
+        run: Run,
+        recorder: TurnRecorder,
+        status: str,
+        title: str | None,
+        held: HeldRows,
+        answer: StreamedAnswer,
+    ) -> tuple[dict[str, Any], str | None] | None:
+        """A run that ended well stores its last steps in the transaction that records its
+        outcome and releases its lease: one commit, not two. From here on neither a cancel
+        nor the heartbeat stops the run (the fence decides). If that transaction fails,
+        nothing of it committed: the steps are stored on their own as the block ends (a
+        lost lease or an outage then fails the run, as before) and `_finish` closes it."""
+        if run.lease_lost or not held.batches:
+            return None
+        run.in_graph = False
+        if run.shipper is not None:
+            await run.shipper.stop()  # what it did not ship goes with the outcome
+        result = result_of(recorder, run.run_id, status)
+        try:
+            checkpoint_id = await self.outcomes.close_with_steps(
+                run,
+                status,
+                result,
+                held,
+                title=title,
+                added=len(recorder.added),
+                first_token_s=answer.first_token_s,
+            )
+        except Exception as error:
+            log.info(
+                "storing a run's last steps on their own",
+                run_id=run.run_id,
+                error_type=type(error).__name__,
+            )
+            return None
+        return result, checkpoint_id
 
     async def _finish(
         self,
@@ -233,17 +278,21 @@ class Executor:
         title: str | None,
         started: float,
         first_token_s: float | None,
+        closed: tuple[dict[str, Any], str | None] | None,
     ) -> None:
         run.in_graph = False
-        if run.shipper is not None:
-            await run.shipper.stop()  # what it did not ship goes with the outcome
-        result = result_of(recorder, run.run_id, status)
-        added = 0 if run.lease_lost else len(recorder.added)
-        # One statement records the outcome and releases the lease, before `done`, so a
-        # client may post its next message as soon as it sees it.
-        recorded, checkpoint_id = await self.outcomes.close(
-            run, status, result, title=title, added=added, first_token_s=first_token_s
-        )
+        if closed is not None:
+            (result, checkpoint_id), recorded = closed, True
+        else:
+            if run.shipper is not None:
+                await run.shipper.stop()  # what it did not ship goes with the outcome
+            result = result_of(recorder, run.run_id, status)
+            added = 0 if run.lease_lost else len(recorder.added)
+            # One statement records the outcome and releases the lease, before `done`, so a
+            # client may post its next message as soon as it sees it.
+            recorded, checkpoint_id = await self.outcomes.close(
+                run, status, result, title=title, added=added, first_token_s=first_token_s
+            )
         if run.lease is not None:
             if recorded:
                 self.leases.forget(run.lease)

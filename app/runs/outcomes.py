@@ -14,6 +14,7 @@ import structlog
 
 from app import tracing
 from app.config import Settings
+from app.db.checkpointer import HeldRows
 from app.metrics import Metrics
 from app.runs.events import TurnRecorder
 from app.runs.logs import records
@@ -84,8 +85,51 @@ class Outcomes:
         recorded (if not, it is recorded later, and the lease is still held) and that
         checkpoint. A run left 'running' once its lease is free reads as
         abandoned, and a retry of its client_message_id would run the turn a second time."""
-        handoff = handoff_of(run.log)
-        close = partial(
+        close = self._closing(run, status, result, title, added, first_token_s, None)
+        try:
+            checkpoint_id = await asyncio.shield(self._with_retries(run, close))
+            self._handed_off(run)
+            return True, checkpoint_id
+        except Exception as error:
+            log.warning(
+                "could not record run outcome; recording it later",
+                run_id=run.run_id,
+                error_type=type(error).__name__,
+            )
+            self._spawn(self._record_later(run, close))
+            return False, None
+
+    async def close_with_steps(
+        self,
+        run: Run,
+        status: str,
+        result: dict[str, Any],
+        held: HeldRows,
+        *,
+        title: str | None,
+        added: int,
+        first_token_s: float | None = None,
+    ) -> str | None:
+        """`close`, with the steps the run `held` back in the same fenced transaction: one
+        commit for both. One try: on any failure nothing of it committed, the rows are held
+        again and the error is raised, for the caller to store them on their own (a lost
+        lease or an outage then fails the run, as it would have) and `close` after."""
+        close = self._closing(run, status, result, title, added, first_token_s, held)
+        checkpoint_id: str | None = await asyncio.shield(close())
+        self._handed_off(run)
+        return checkpoint_id
+
+    def _closing(
+        self,
+        run: Run,
+        status: str,
+        result: dict[str, Any],
+        title: str | None,
+        added: int,
+        first_token_s: float | None,
+        held: HeldRows | None,
+    ) -> partial[Any]:
+        return partial(
             self.repo.close_run,
             run.run_id,
             run.thread_id,
@@ -96,22 +140,15 @@ class Outcomes:
             events=records(run.unshipped()),
             lease=run.lease,
             user_id=run.user_id or None,
-            handoff=handoff,
+            handoff=handoff_of(run.log),
             ttft_ms=None if first_token_s is None else round(first_token_s * 1000),
+            held=held,
         )
-        try:
-            checkpoint_id = await asyncio.shield(self._with_retries(run, close))
-            if handoff is not None:  # the thread waits for a person now
-                self.metrics.handed_off(handoff["reason"])
-            return True, checkpoint_id
-        except Exception as error:
-            log.warning(
-                "could not record run outcome; recording it later",
-                run_id=run.run_id,
-                error_type=type(error).__name__,
-            )
-            self._spawn(self._record_later(run, close))
-            return False, None
+
+    def _handed_off(self, run: Run) -> None:
+        handoff = handoff_of(run.log)
+        if handoff is not None:  # the thread waits for a person now
+            self.metrics.handed_off(handoff["reason"])
 
     async def _with_retries(self, run: Run, close: partial[Any]) -> str | None:
         for wait_s in CLOSE_RUN_RETRY_WAITS_S:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.checkpointer import HeldRows
 from app.fencing import Lease
-from app.jsonbytes import json_bytes
 from app.runs.statements import (
     ABANDON_DEAD,
     BEGIN_RUN,
@@ -20,12 +19,9 @@ from app.runs.statements import (
     REMEMBER_DELETED,
     Begun,
     begun,
+    close_params,
+    log_json,
 )
-
-
-def _dumps(value: Any) -> bytes | str:
-    return json_bytes(value) or json.dumps(value, default=str)
-
 
 _RUN_FIELDS = """run_id, status, created_at, finished_at, owner, ttft_ms,
     result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id"""
@@ -220,43 +216,29 @@ class RunRepository:
         user_id: str | None = None,
         handoff: dict[str, Any] | None = None,
         ttft_ms: int | None = None,
+        held: HeldRows | None = None,
     ) -> str | None:
         """Record a run's outcome with the checkpoint it ended on, the thread's activity, the
         part of its log not shipped yet (`events`, as the last chunk), the day's tokens of
         `user_id`, a `handoff` (the thread then waits for a person), and release `lease`:
-        one statement. Returns that checkpoint's id.
+        one statement (with the steps `held` back, if any: one fenced transaction). Returns
+        that checkpoint's id.
 
         The tokens are counted once: only while the run has no result recorded yet, so a
         retry of a close that did commit adds nothing. `added` messages joined the transcript
         (summaries never remove from it, so the count only grows; a rewind sets it with
         `set_message_count`)."""
-        usage = result.get("usage") or {}
-        tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                CLOSE_RUN,
-                {
-                    "thread_id": thread_id,
-                    "run_id": run_id,
-                    "status": status,
-                    "result": Jsonb(result),
-                    "title": title,
-                    "added": added,
-                    "events": Jsonb(events, dumps=_dumps) if events else None,
-                    "first_seq": events[0][0] if events else None,
-                    "last_seq": events[-1][0] if events else None,
-                    "user_id": user_id,
-                    "tokens": tokens,
-                    "ttft_ms": ttft_ms,
-                    "generation": lease.generation if lease is not None else None,
-                    "lease_run": lease.run_id if lease is not None else None,
-                    "handoff": handoff is not None,
-                    "reason": (handoff or {}).get("reason"),
-                },
-            )
-            row = await cur.fetchone()
-            checkpoint_id = row["checkpoint_id"] if row else None
-            return str(checkpoint_id) if checkpoint_id else None
+        params = close_params(
+            run_id, thread_id, status, result, title, added, events, lease, user_id, handoff
+        )
+        params["ttft_ms"] = ttft_ms
+        if held is not None and held.batches:
+            row = await held.store_then(CLOSE_RUN, params)
+        else:
+            async with self.pool.connection() as conn:
+                row = await (await conn.execute(CLOSE_RUN, params)).fetchone()
+        checkpoint_id = row["checkpoint_id"] if row else None
+        return str(checkpoint_id) if checkpoint_id else None
 
     # -- runs you can come back to (app/runs/logs.py) --------------------------------------
 
@@ -316,7 +298,7 @@ class RunRepository:
                    ON CONFLICT (run_id, first_seq) DO UPDATE
                        SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events
                        WHERE run_event_chunks.last_seq < EXCLUDED.last_seq""",
-                (run_id, records[0][0], records[-1][0], Jsonb(records, dumps=_dumps)),
+                (run_id, records[0][0], records[-1][0], Jsonb(records, dumps=log_json)),
             )
 
     async def events_after(self, run_id: str, after: int) -> list[Any]:

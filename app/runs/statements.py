@@ -4,8 +4,14 @@ app/migrations/versions/0010) and the one that records its outcome and releases 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from app.fencing import Lease
+from app.jsonbytes import json_bytes
 
 # The newest checkpoint of a thread's root graph: ids only, the checkpoint itself is not read.
 LATEST_CHECKPOINT = """SELECT checkpoint_id FROM checkpoints
@@ -82,6 +88,46 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
     )
     SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id,
            (SELECT count(*) FROM handoff) AS queued"""
+
+
+def close_params(
+    run_id: str,
+    thread_id: str,
+    status: str,
+    result: dict[str, Any],
+    title: str | None,
+    added: int,
+    events: list[Any] | None,
+    lease: Lease | None,
+    user_id: str | None,
+    handoff: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """`CLOSE_RUN`'s parameters but `ttft_ms` (see `RunRepository.close_run`)."""
+    usage = result.get("usage") or {}
+    tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    return {
+        "thread_id": thread_id,
+        "run_id": run_id,
+        "status": status,
+        "result": Jsonb(result),
+        "title": title,
+        "added": added,
+        "events": Jsonb(events, dumps=log_json) if events else None,
+        "first_seq": events[0][0] if events else None,
+        "last_seq": events[-1][0] if events else None,
+        "user_id": user_id,
+        "tokens": tokens,
+        "generation": lease.generation if lease is not None else None,
+        "lease_run": lease.run_id if lease is not None else None,
+        "handoff": handoff is not None,
+        "reason": (handoff or {}).get("reason"),
+    }
+
+
+def log_json(value: Any) -> bytes | str:
+    """A run log's JSON (orjson, the standard library for what it refuses)."""
+    return json_bytes(value) or json.dumps(value, default=str)
+
 
 # Runs whose process died on a thread nobody claims again (migration 0021): a lease expired
 # for longer than `grace_s` names no run any more (the run goes to `dead_run`, for the

@@ -106,6 +106,34 @@ class TestRunRecords:
         run = (await client.get(posted.headers["content-location"], headers=h)).json()
         assert 300 <= run["ttft_ms"] <= run["duration_s"] * 1000 + 1
 
+    async def test_a_turn_that_ends_well_commits_its_steps_with_its_outcome(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        db: AsyncConnectionPool[Any],
+    ) -> None:
+        # One commit: a crash can not leave the steps stored and the run 'running', or the
+        # other way round, and the turn costs one round trip fewer.
+        model_server.use(Script([Reply.say("Hello!")]))
+        h = server.headers(NOAH)
+        posted = await client.post(
+            "/threads/runs-commit/messages", json={"content": "hi"}, headers=h
+        )
+        run_id = posted.json()["run_id"]
+        async with db.connection() as conn:
+            cur = await conn.execute(
+                "SELECT thread_id, status, xmin::text FROM runs WHERE run_id = %s", (run_id,)
+            )
+            run = await cur.fetchone()
+            assert run is not None and run["status"] == "completed"
+            cur = await conn.execute(
+                "SELECT DISTINCT xmin::text FROM checkpoints WHERE thread_id = %s",
+                (run["thread_id"],),
+            )
+            steps = [row["xmin"] for row in await cur.fetchall()]
+        assert steps == [run["xmin"]]
+
     async def test_the_stream_announces_its_run_first(
         self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
     ) -> None:

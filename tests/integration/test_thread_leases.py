@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from psycopg_pool import AsyncConnectionPool
 
+from app.db.checkpointer import PostgresCheckpointer
 from app.db.leases import fence
 from app.fencing import LeaseLost, current_lease
 from app.runs.leases import Claim, ThreadLeases
@@ -135,6 +137,54 @@ class TestFencing:
             current_lease.reset(token)
         assert await committed(db, "by-old-while-holding") == 1
         assert await committed(db, "by-old-after-takeover") == 0
+
+    async def test_held_steps_and_a_closing_statement_commit_together_or_not_at_all(
+        self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
+    ) -> None:
+        # How a run that ended well stores its last steps with its outcome (executor.py).
+        saver = PostgresCheckpointer(db)
+        thread = new_thread()
+        claim = await leases.claim(thread, "run-1")
+        assert claim is not None
+        mark = (
+            "INSERT INTO audit_log (actor, thread_id, tool_name, arguments, ok, outcome)"
+            " VALUES ('test', %(thread)s, %(marker)s, '{}', true, '') RETURNING xmin::text"
+        )
+
+        async def step(held: Any) -> None:
+            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            checkpoint: Any = {**empty_checkpoint(), "id": str(uuid.uuid4())}
+            await saver.aput(config, checkpoint, {"source": "loop", "step": 0}, {})  # type: ignore[typeddict-item]
+            assert len(held.batches) == 1  # held back
+
+        async def checkpoints() -> list[str]:
+            async with db.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT xmin::text FROM checkpoints WHERE thread_id = %s", (thread,)
+                )
+                return [row["xmin"] for row in await cur.fetchall()]
+
+        token = current_lease.set(claim.lease)
+        try:
+            async with saver.held_until_needed() as held:
+                await step(held)
+                row = await held.store_then(mark, {"thread": thread, "marker": "with-steps"})
+                assert held.batches == []
+            assert row is not None and await checkpoints() == [row["xmin"]]  # one transaction
+
+            await expire(db, thread)
+            assert await ThreadLeases(db, ttl_s=5).claim(thread, "run-2") is not None
+            with pytest.raises(LeaseLost):  # the block's own store, at its end, fails too
+                async with saver.held_until_needed() as held:
+                    await step(held)
+                    with pytest.raises(LeaseLost):
+                        await held.store_then(mark, {"thread": thread, "marker": "superseded"})
+                    assert len(held.batches) == 1  # held again, for the block's end
+        finally:
+            current_lease.reset(token)
+        assert len(await checkpoints()) == 1
+        assert await committed(db, "with-steps") == 1
+        assert await committed(db, "superseded") == 0
 
     async def test_a_release_by_a_superseded_run_leaves_the_new_claim_alone(
         self, leases: ThreadLeases, pool: AsyncConnectionPool[Any]
