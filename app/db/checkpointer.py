@@ -62,6 +62,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.leases import fence, is_lease_lost
+from app.db.trips import one_round_trip
 from app.fencing import LeaseLost, current_lease
 from app.jsonbytes import json_bytes
 from app.tracing import traced
@@ -313,16 +314,16 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         # all together (still one round trip: the pipeline carries BEGIN and COMMIT too).
         try:
             async with (
-                self._cursor(pipeline=True) as cur,
+                self._cursor() as cur,
                 cur.connection.cursor(row_factory=dict_row) as last,  # text, as the pool's
             ):
-                async with cur.connection.transaction():
+                async with one_round_trip(cur.connection):
                     await fence(cur)
                     for query, rows in grouped.items():
                         await cur.executemany(query, rows)
                     if then is not None:
                         await last.execute(*then)
-                # fetched once COMMIT is queued: fetching before it would cost a round trip
+                # received with the COMMIT: reading it inside the block would cost a trip
                 return await last.fetchone() if then is not None else None
         except psycopg.Error as error:
             if is_lease_lost(error):
