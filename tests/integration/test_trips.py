@@ -48,8 +48,8 @@ async def rows(conn: psycopg.AsyncConnection[Any]) -> list[int]:
 async def test_statements_and_a_result_read_after_take_one_sync(
     conn: psycopg.AsyncConnection[Any],
 ) -> None:
-    # psycopg's transaction() in a pipeline syncs after BEGIN, at its end and at the
-    # pipeline's end: three round trips where one does
+    # psycopg's transaction() in a pipeline syncs four times here (after BEGIN, at its
+    # end, leaving its own pipeline block, at the pipeline's end)
     syncs = count_syncs(conn)
     async with conn.cursor() as cur, conn.cursor() as last:
         async with one_round_trip(conn):
