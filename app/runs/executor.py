@@ -179,15 +179,17 @@ class Executor:
                                     answer.stored()
                                 for event in recorder.on_chunk(mode, chunk):
                                     run.emit(event)
-                status = "interrupted" if recorder.pending is not None else "completed"
+                ended = "interrupted" if recorder.pending is not None else "completed"
                 if run.cancel_requested:  # the agent ended the turn where the cancel found it
-                    status = "cancelled"
-                if recorder.citations and status == "completed":
+                    ended = "cancelled"
+                if recorder.citations and ended == "completed":
                     run.emit(Citations(citations=recorder.citations))
                 if held is not None:
-                    closed = await self._close_with_steps(
-                        run, recorder, status, title, held, answer
-                    )
+                    closed = await self._close_with_steps(run, recorder, ended, title, held, answer)
+            # Only now: if the steps could not be stored with the outcome, the block's end
+            # stored them, and a failure there leaves the run failed, never 'completed'
+            # with its steps lost.
+            status = ended
         except LeaseLost:
             run.lease_lost = True
             bound.error("thread lease lost; the run stopped before committing")
