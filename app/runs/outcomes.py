@@ -111,9 +111,12 @@ class Outcomes:
         first_token_s: float | None = None,
     ) -> str | None:
         """`close`, with the steps the run `held` back in the same fenced transaction: one
-        commit for both. One try: on any failure nothing of it committed, the rows are held
-        again and the error is raised, for the caller to store them on their own (a lost
-        lease or an outage then fails the run, as it would have) and `close` after."""
+        commit for both. One try: on a failure the rows are held again and the error is
+        raised, for the caller to store them on their own (a lost lease or an outage then
+        fails the run, as it would have) and `close` after. A connection cut after the
+        COMMIT reached the server is the exception: then both committed, and the second
+        store finds the lease released and records the run failed over it (its steps are
+        kept; only the label is wrong)."""
         close = self._closing(run, status, result, title, added, first_token_s, held)
         checkpoint_id: str | None = await asyncio.shield(close())
         self._handed_off(run)
