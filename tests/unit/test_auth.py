@@ -9,7 +9,7 @@ from typing import Any
 import jwt
 import pytest
 
-from app.api.auth import MAX_TOKEN_TTL_S, issue_token, verify_token
+from app.api.auth import MAX_TOKEN_TTL_S, VerifiedTokens, issue_token, verify_token
 from app.errors import Unauthorized
 
 SECRET = "unit-test-secret-of-at-least-32-characters"
@@ -85,3 +85,51 @@ class TestIssuing:
     def test_a_lifetime_past_the_cap_cannot_be_issued(self) -> None:
         with pytest.raises(ValueError, match="lifetime"):
             issue_token(SECRET, NOAH, ttl_s=MAX_TOKEN_TTL_S + 1)
+
+
+class TestVerifiedTokens:
+    """The per-process cache of verified tokens accepts exactly what verify_token accepts."""
+
+    def test_a_cached_token_gives_the_same_principal(self) -> None:
+        tokens = VerifiedTokens(SECRET)
+        token = issue_token(SECRET, "staff-ann", role="staff", name="Ann")
+        assert tokens.verify(token) == tokens.verify(token) == verify_token(SECRET, token)
+
+    def test_a_token_differing_only_in_its_signature_is_refused(self) -> None:
+        tokens = VerifiedTokens(SECRET)
+        token = issue_token(SECRET, NOAH)
+        tokens.verify(token)
+        head, payload, signature = token.split(".")
+        # a character in the middle: the last one carries padding bits a decoder may ignore
+        flipped = "B" if signature[10] == "A" else "A"
+        forged = ".".join([head, payload, signature[:10] + flipped + signature[11:]])
+        with pytest.raises(Unauthorized):
+            tokens.verify(forged)
+        other = issue_token("another-secret-of-at-least-32-characters", NOAH)
+        with pytest.raises(Unauthorized):
+            tokens.verify(other)
+
+    def test_a_cached_token_is_refused_once_it_expires(self) -> None:
+        tokens = VerifiedTokens(SECRET)
+        exp = int(time.time()) + 1
+        token = signed({"sub": NOAH, "role": "customer", "exp": exp})
+        assert tokens.verify(token).user_id == NOAH
+        time.sleep(max(0.0, exp - time.time()) + 0.05)
+        with pytest.raises(Unauthorized, match="expired"):
+            tokens.verify(token)
+        assert token not in tokens._seen
+
+    def test_a_refused_token_is_not_kept(self) -> None:
+        tokens = VerifiedTokens(SECRET)
+        with pytest.raises(Unauthorized):
+            tokens.verify("not.a.token")
+        with pytest.raises(Unauthorized):
+            tokens.verify("not.a.token")
+        assert len(tokens._seen) == 0
+
+    def test_it_keeps_at_most_its_size_newest_first(self) -> None:
+        tokens = VerifiedTokens(SECRET, size=3)
+        issued = [issue_token(SECRET, f"cust_{i}") for i in range(5)]
+        for token in issued:
+            tokens.verify(token)
+        assert list(tokens._seen) == issued[2:]
