@@ -68,8 +68,8 @@ FULL = Plan(
     pgbench_seconds=10,
     profile_s=20,
     variant_reps=3,
-    # ceiling (c) is a ratio of two noisy medians: five runs each, alternating
-    thin_reps=5,
+    # ceiling (c) is a ratio of two noisy medians: seven runs each, alternating
+    thin_reps=7,
 )
 
 QUICK = Plan(
