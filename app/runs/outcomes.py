@@ -114,9 +114,9 @@ class Outcomes:
         commit for both. One try: on a failure the rows are held again and the error is
         raised, for the caller to store them on their own (a lost lease or an outage then
         fails the run, as it would have) and `close` after. A connection cut after the
-        COMMIT reached the server is the exception: then both committed, and the second
-        store finds the lease released and records the run failed over it (its steps are
-        kept; only the label is wrong)."""
+        COMMIT reached the server is the exception: then both committed, the second store
+        finds the lease released and the run ends failed for its client, while the outcome
+        recorded first stands (CLOSE_RUN records a run's outcome once)."""
         close = self._closing(run, status, result, title, added, first_token_s, held)
         checkpoint_id: str | None = await asyncio.shield(close())
         self._handed_off(run)

@@ -28,7 +28,9 @@ BEGIN_RUN = """SELECT * FROM cs_begin_run(%(thread_id)s, %(user_id)s, %(session_
 CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
     prev AS (SELECT result IS NULL AS fresh FROM runs WHERE run_id = %(run_id)s),
     thread AS (
-        UPDATE threads SET updated_at = now(), message_count = message_count + %(added)s,
+        UPDATE threads SET updated_at = now(),
+               message_count = message_count
+                   + CASE WHEN coalesce((SELECT fresh FROM prev), false) THEN %(added)s ELSE 0 END,
                title = CASE WHEN title = '' THEN coalesce(%(title)s, '') ELSE title END
         WHERE thread_id = %(thread_id)s
     ), run AS (
@@ -36,7 +38,9 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
                result = jsonb_set(%(result)s, '{{checkpoint_id}}',
                    coalesce(to_jsonb((SELECT checkpoint_id FROM latest)), 'null'::jsonb)),
                cancel_requested = false, tail_requested = false
-        WHERE run_id = %(run_id)s
+        -- A run's outcome is recorded once. A second close (a retry of one that committed
+        -- though its client saw an error, or the fallback after such a cut) changes nothing.
+        WHERE run_id = %(run_id)s AND result IS NULL
     ), log AS (
         INSERT INTO run_event_chunks (run_id, first_seq, last_seq, events)
         SELECT %(run_id)s, %(first_seq)s::int, %(last_seq)s::int, %(events)s::jsonb

@@ -180,6 +180,37 @@ class TestClosing:
         row = await repo.run(thread, run_id)
         assert row is not None and row["events"] is None and row["status"] == "completed"
 
+    async def test_a_second_close_of_a_recorded_run_changes_nothing(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        """A close that committed though its client saw an error (a connection cut after the
+        COMMIT) is followed by another: a retry, or the executor's fallback, which finds the
+        lease released and records the run failed. The first outcome stands."""
+        repo, thread = RunRepository(pool), new_thread()
+        run_id, begun = await begin(repo, thread)
+        await close(repo, thread, run_id, begun, tokens=0)
+        assert begun.generation is not None
+        await repo.close_run(
+            run_id,
+            thread,
+            "failed",
+            {"status": "failed", "error": {"code": "thread_superseded"}},
+            title=None,
+            added=1,
+            lease=Lease(thread, begun.generation, run_id, TTL_MS),
+        )
+
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT r.status, r.result->>'status' AS recorded, t.message_count"
+                " FROM runs r JOIN threads t USING (thread_id) WHERE r.run_id = %s",
+                (run_id,),
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        assert (row["status"], row["recorded"]) == ("completed", "completed")
+        assert row["message_count"] == 1  # not added twice
+
     async def test_a_handoff_recorded_after_the_lease_passed_on_still_queues_the_thread(
         self, pool: AsyncConnectionPool[Any]
     ) -> None:

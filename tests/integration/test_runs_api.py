@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.runs.repository import RunRepository
+from app.runs.threads import thread_id
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
@@ -133,6 +135,51 @@ class TestRunRecords:
             )
             steps = [row["xmin"] for row in await cur.fetchall()]
         assert steps == [run["xmin"]]
+
+    async def test_a_turn_whose_steps_can_not_be_stored_ends_failed(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        model_server: ScriptedModelServer,
+        db: AsyncConnectionPool[Any],
+    ) -> None:
+        # The database refuses the thread's checkpoints (a trigger): the close that stores
+        # them with the outcome fails, and so does the store on their own that follows. The
+        # turn must not be recorded 'completed' with its steps lost (chaos seed 31 found
+        # this once: acknowledged turns missing).
+        session = f"runs-unstored-{uuid.uuid4().hex[:8]}"
+        thread = thread_id(NOAH, session)
+        refuse = f"refuse_{uuid.uuid4().hex[:8]}"
+        async with db.connection() as conn:
+            await conn.execute(
+                "CREATE OR REPLACE FUNCTION test_refuse_steps() RETURNS trigger"
+                " LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'steps refused'; END$$"
+            )
+            await conn.execute(
+                f"CREATE TRIGGER {refuse} BEFORE INSERT ON checkpoints FOR EACH ROW"
+                f" WHEN (NEW.thread_id = '{thread}') EXECUTE FUNCTION test_refuse_steps()"
+            )
+        try:
+            model_server.use(Script([Reply.say("Hello!")]))
+            posted = await client.post(
+                f"/threads/{session}/messages", json={"content": "hi"}, headers=server.headers(NOAH)
+            )
+        finally:
+            async with db.connection() as conn:
+                await conn.execute(f"DROP TRIGGER {refuse} ON checkpoints")
+        assert posted.status_code == 200
+        assert posted.json()["status"] == "failed"
+        async with db.connection() as conn:
+            cur = await conn.execute(
+                "SELECT status FROM runs WHERE run_id = %s", (posted.json()["run_id"],)
+            )
+            run = await cur.fetchone()
+            cur = await conn.execute(
+                "SELECT count(*) FROM checkpoints WHERE thread_id = %s", (thread,)
+            )
+            steps = await cur.fetchone()
+        assert run is not None and run["status"] == "failed"
+        assert steps is not None and steps["count"] == 0
 
     async def test_the_stream_announces_its_run_first(
         self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
