@@ -162,7 +162,8 @@ async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
     """Open an autocommit pool of dict-row connections.
 
     Autocommit because the checkpointer expects it, and because every write path opens its
-    own explicit transaction (`async with conn.transaction()`).
+    own explicit transaction (`conn.transaction()`, or BEGIN and COMMIT in a pipeline:
+    app/db/trips.py).
     """
     kwargs: dict[str, Any] = {
         "autocommit": True,

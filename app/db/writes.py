@@ -8,6 +8,7 @@ row keeps the write's before-image: the rows it locked, as it found them
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 import structlog
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
@@ -22,7 +24,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db import before_images
 from app.db.checkpointer import store_held
-from app.db.leases import fence
+from app.db.leases import fence, is_lease_lost
+from app.db.trips import UNFINISHED
 from app.domain.errors import RuleViolation
 from app.fencing import LeaseLost, current_control
 from app.jsontext import compact_json
@@ -109,35 +112,14 @@ async def execute_write(
 async def _execute_write(
     pool: AsyncConnectionPool[Any], record: _Record, action: WriteAction
 ) -> WriteOutcome:
-    idempotency_key, tool_name, thread_id = record.key, record.tool_name, record.thread_id
+    tool_name, thread_id = record.tool_name, record.thread_id
     try:
         # The run's checkpoints wait for a reason to be stored; this is one. The one holding
         # this write's tool call must be durable before the effect commits (if it cannot be
         # stored, nothing is written: app/db/checkpointer.py).
         await store_held()
-        async with pool.connection() as conn, conn.transaction():
-            await fence(conn)  # only while this run's claim on its thread is its own
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (idempotency_key,)
-            )
-            cursor = await conn.execute(
-                "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s",
-                (idempotency_key,),
-            )
-            previous = await cursor.fetchone()
-            if previous is not None:
-                return WriteOutcome.recorded(previous["ok"], previous["outcome"])
-            image: before_images.Image | None = None
-            try:
-                with before_images.collecting() as collected:
-                    async with conn.transaction():  # a savepoint: a refused rule leaves no trace
-                        outcome = WriteOutcome.of(await action(conn))
-                image = collected  # kept only when the action went through
-            except RuleViolation as refused:
-                outcome = WriteOutcome(False, error_text(refused.message))
-            await record.insert_execution(conn, outcome)
-            await record.insert_audit(conn, outcome, image)
-            return outcome
+        async with pool.connection() as conn:
+            return await _once(conn, record, action)
     except LeaseLost:
         raise  # another run holds the thread now: this one stops, nothing was written
     except Exception:
@@ -145,6 +127,50 @@ async def _execute_write(
         failed = WriteOutcome(False, TOOL_FAILED)
         await _audit_best_effort(pool, record, failed)
         return failed
+
+
+async def _once(conn: AsyncConnection[Any], record: _Record, action: WriteAction) -> WriteOutcome:
+    """The write's transaction in three round trips and the action's own: BEGIN, the fence,
+    the key's lock, the look-up of an earlier outcome and the savepoint go out together;
+    the records of the outcome go out with the COMMIT. (psycopg's `transaction()` would
+    send each of the first four alone, and the savepoint's release and the two inserts too:
+    five more round trips a write, app/db/trips.py.)"""
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            await fence(conn)  # only while this run's claim on its thread is its own
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (record.key,)
+            )
+            earlier = await conn.execute(
+                "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s",
+                (record.key,),
+            )
+            await conn.execute("SAVEPOINT action")  # a refused rule leaves no trace
+            previous = await earlier.fetchone()
+        if previous is not None:
+            await conn.execute("COMMIT")
+            return WriteOutcome.recorded(previous["ok"], previous["outcome"])
+        image: before_images.Image | None = None
+        try:
+            with before_images.collecting() as collected:
+                outcome = WriteOutcome.of(await action(conn))
+            image = collected  # kept only when the action went through
+        except RuleViolation as refused:
+            await conn.execute("ROLLBACK TO SAVEPOINT action")
+            outcome = WriteOutcome(False, error_text(refused.message))
+        async with conn.pipeline():
+            await record.insert_execution(conn, outcome)
+            await record.insert_audit(conn, outcome, image)
+            await conn.execute("COMMIT")
+        return outcome
+    except BaseException as error:
+        if conn.pgconn.transaction_status in UNFINISHED:
+            with contextlib.suppress(psycopg.Error):  # a dead connection: the pool drops it
+                await conn.rollback()
+        if is_lease_lost(error):  # raised by the pipeline, not by fence() itself
+            raise LeaseLost(record.thread_id) from None
+        raise
 
 
 async def recorded_outcome(

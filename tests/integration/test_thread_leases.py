@@ -13,6 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.leases import fence
+from app.db.writes import execute_write
 from app.fencing import LeaseLost, current_lease
 from app.runs.leases import Claim, ThreadLeases
 from app.runs.statements import ABANDON_DEAD
@@ -137,6 +138,55 @@ class TestFencing:
             current_lease.reset(token)
         assert await committed(db, "by-old-while-holding") == 1
         assert await committed(db, "by-old-after-takeover") == 0
+
+    async def test_a_write_by_a_superseded_run_raises_and_leaves_nothing(
+        self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
+    ) -> None:
+        # The write's fence goes out in one pipeline with its lock and look-up
+        # (app/db/writes.py): the lost lease still surfaces as LeaseLost, before the action.
+        thread = new_thread()
+        old = await leases.claim(thread, "old-run")
+        assert old is not None
+        acted: list[str] = []
+
+        async def action(conn: Any) -> str:
+            acted.append("ran")
+            await conn.execute(
+                "INSERT INTO audit_log (actor, thread_id, tool_name, arguments, ok, outcome)"
+                " VALUES ('test', 't', 'lease-write-action', '{}', true, '')"
+            )
+            return "done"
+
+        async def write(key: str) -> Any:
+            return await execute_write(
+                db,
+                idempotency_key=key,
+                thread_id=thread,
+                actor="test",
+                customer_id=None,
+                tool_name="write-under-lease",
+                arguments={},
+                action=action,
+            )
+
+        token = current_lease.set(old.lease)
+        try:
+            held = await write(f"{thread}:held")
+            await expire(db, thread)
+            assert await ThreadLeases(db, ttl_s=5).claim(thread, "new-run") is not None
+            with pytest.raises(LeaseLost):
+                await write(f"{thread}:superseded")
+        finally:
+            current_lease.reset(token)
+        assert held.ok and acted == ["ran"]  # the second action never ran
+        assert await committed(db, "lease-write-action") == 1  # the first action's only
+        async with db.connection() as conn:  # and no record of the refused one
+            cur = await conn.execute(
+                "SELECT count(*) AS n FROM tool_executions WHERE idempotency_key = %s",
+                (f"{thread}:superseded",),
+            )
+            row = await cur.fetchone()
+        assert row is not None and row["n"] == 0
 
     async def test_held_steps_and_a_closing_statement_commit_together_or_not_at_all(
         self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
