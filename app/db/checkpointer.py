@@ -43,7 +43,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -61,9 +60,9 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.db.leases import fence, is_lease_lost
+from app.db.leases import fence
 from app.db.trips import one_round_trip
-from app.fencing import LeaseLost, current_lease
+from app.fencing import current_lease
 from app.jsonbytes import json_bytes
 from app.tracing import traced
 
@@ -312,23 +311,18 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             return None
         # A run's store: fenced, so the rows commit only while its lease is its own, and
         # all together (still one round trip: the pipeline carries BEGIN and COMMIT too).
-        try:
-            async with (
-                self._cursor() as cur,
-                cur.connection.cursor(row_factory=dict_row) as last,  # text, as the pool's
-            ):
-                async with one_round_trip(cur.connection):
-                    await fence(cur)
-                    for query, rows in grouped.items():
-                        await cur.executemany(query, rows)
-                    if then is not None:
-                        await last.execute(*then)
-                # received with the COMMIT: reading it inside the block would cost a trip
-                return await last.fetchone() if then is not None else None
-        except psycopg.Error as error:
-            if is_lease_lost(error):
-                raise LeaseLost(str(current_lease.get())) from None
-            raise
+        async with (
+            self._cursor() as cur,
+            cur.connection.cursor(row_factory=dict_row) as last,  # text, as the pool's
+        ):
+            async with one_round_trip(cur.connection):  # a lost lease raises LeaseLost
+                await fence(cur)
+                for query, rows in grouped.items():
+                    await cur.executemany(query, rows)
+                if then is not None:
+                    await last.execute(*then)
+            # received with the COMMIT: reading it inside the block would cost a trip
+            return await last.fetchone() if then is not None else None
 
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         thread_id, checkpoint_ns = value["thread_id"], value["checkpoint_ns"]

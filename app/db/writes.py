@@ -8,7 +8,6 @@ row keeps the write's before-image: the rows it locked, as it found them
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
@@ -16,7 +15,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import psycopg
 import structlog
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
@@ -24,8 +22,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db import before_images
 from app.db.checkpointer import store_held
-from app.db.leases import fence, is_lease_lost
-from app.db.trips import UNFINISHED
+from app.db.leases import fence
+from app.db.trips import finished_on_error
 from app.domain.errors import RuleViolation
 from app.fencing import LeaseLost, current_control
 from app.jsontext import compact_json
@@ -135,7 +133,7 @@ async def _once(conn: AsyncConnection[Any], record: _Record, action: WriteAction
     the records of the outcome go out with the COMMIT. (psycopg's `transaction()` would
     send each of the first four alone, and the savepoint's release and the two inserts too:
     five more round trips a write, app/db/trips.py.)"""
-    try:
+    async with finished_on_error(conn):  # a lost lease raises LeaseLost, before the action
         async with conn.pipeline():
             await conn.execute("BEGIN")
             await fence(conn)  # only while this run's claim on its thread is its own
@@ -164,13 +162,6 @@ async def _once(conn: AsyncConnection[Any], record: _Record, action: WriteAction
             await record.insert_audit(conn, outcome, image)
             await conn.execute("COMMIT")
         return outcome
-    except BaseException as error:
-        if conn.pgconn.transaction_status in UNFINISHED:
-            with contextlib.suppress(psycopg.Error):  # a dead connection: the pool drops it
-                await conn.rollback()
-        if is_lease_lost(error):  # raised by the pipeline, not by fence() itself
-            raise LeaseLost(record.thread_id) from None
-        raise
 
 
 async def recorded_outcome(

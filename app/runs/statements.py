@@ -26,11 +26,13 @@ BEGIN_RUN = """SELECT * FROM cs_begin_run(%(thread_id)s, %(user_id)s, %(session_
     %(interval_s)s::float8, %(window_s)s::float8, %(budget)s::bigint)"""
 
 CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
-    prev AS (SELECT result IS NULL AS fresh FROM runs WHERE run_id = %(run_id)s),
+    -- the first close of the run: only it counts the run's messages and tokens
+    prev AS (SELECT coalesce((SELECT result IS NULL FROM runs WHERE run_id = %(run_id)s),
+                             false) AS fresh),
     thread AS (
         UPDATE threads SET updated_at = now(),
                message_count = message_count
-                   + CASE WHEN coalesce((SELECT fresh FROM prev), false) THEN %(added)s ELSE 0 END,
+                   + CASE WHEN (SELECT fresh FROM prev) THEN %(added)s ELSE 0 END,
                title = CASE WHEN title = '' THEN coalesce(%(title)s, '') ELSE title END
         WHERE thread_id = %(thread_id)s
     ), run AS (
@@ -52,7 +54,7 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
         INSERT INTO token_usage AS u (user_id, day, tokens)
         SELECT %(user_id)s::text, (now() AT TIME ZONE 'UTC')::date, %(tokens)s::bigint
         WHERE %(user_id)s::text IS NOT NULL AND %(tokens)s::bigint > 0
-          AND coalesce((SELECT fresh FROM prev), false)
+          AND (SELECT fresh FROM prev)
         ON CONFLICT (user_id, day) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens
     ), before AS (SELECT control FROM thread_leases WHERE thread_id = %(thread_id)s
     ), released AS (

@@ -544,6 +544,17 @@ class TestErrors:
             assert r.headers["www-authenticate"] == "Bearer"
             assert r.json()["error"]["code"] == "unauthorized"
 
+    async def test_the_turn_routes_authenticate_before_they_validate(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        # Their thread is built in the route, not by a dependency (app/api/routes/messages.py):
+        # a caller without a valid token still learns nothing from the shape of its request.
+        for path in ("/threads/bad:id/messages", "/threads/ok/messages", "/threads/ok/resume"):
+            for headers in ({}, {"Authorization": "Bearer not-a-jwt"}):
+                r = await client.post(path, json={"content": "", "decision": 1}, headers=headers)
+                assert r.status_code == 401, (path, r.text)
+                assert r.json()["error"]["code"] == "unauthorized"
+
     async def test_validation_and_size_and_type_errors(
         self, client: httpx.AsyncClient, server: LiveServer
     ) -> None:

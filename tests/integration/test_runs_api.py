@@ -167,6 +167,7 @@ class TestRunRecords:
         finally:
             async with db.connection() as conn:
                 await conn.execute(f"DROP TRIGGER {refuse} ON checkpoints")
+                await conn.execute("DROP FUNCTION IF EXISTS test_refuse_steps()")
         assert posted.status_code == 200
         assert posted.json()["status"] == "failed"
         async with db.connection() as conn:

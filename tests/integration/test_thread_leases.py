@@ -148,12 +148,14 @@ class TestFencing:
         old = await leases.claim(thread, "old-run")
         assert old is not None
         acted: list[str] = []
+        marker = f"action-{thread}"
 
         async def action(conn: Any) -> str:
             acted.append("ran")
             await conn.execute(
                 "INSERT INTO audit_log (actor, thread_id, tool_name, arguments, ok, outcome)"
-                " VALUES ('test', 't', 'lease-write-action', '{}', true, '')"
+                " VALUES ('test', 't', %s, '{}', true, '')",
+                (marker,),
             )
             return "done"
 
@@ -179,7 +181,7 @@ class TestFencing:
         finally:
             current_lease.reset(token)
         assert held.ok and acted == ["ran"]  # the second action never ran
-        assert await committed(db, "lease-write-action") == 1  # the first action's only
+        assert await committed(db, marker) == 1  # the first action's only
         async with db.connection() as conn:  # and no record of the refused one
             cur = await conn.execute(
                 "SELECT count(*) AS n FROM tool_executions WHERE idempotency_key = %s",
