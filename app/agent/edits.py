@@ -104,12 +104,21 @@ async def leave_consistent(
 
 
 async def store_messages(
-    graph: Graph, config: RunnableConfig, messages: Sequence[BaseMessage]
+    graph: Graph,
+    config: RunnableConfig,
+    messages: Sequence[BaseMessage],
+    *,
+    handed_back: bool = False,
 ) -> None:
     """Add messages to the conversation with no step and no model call: the customer's and
     a person's while a person holds the thread (as the `staff` node, which nothing follows).
-    A message whose id is stored already replaces itself: a retry adds nothing."""
-    await graph.aupdate_state(config, {"messages": list(messages)}, as_node="staff")
+    A message whose id is stored already replaces itself: a retry adds nothing. When a
+    person hands the thread back, the handoff ends in the state too, so the state (and the
+    prompt of the next turn) no longer says a person has the conversation."""
+    update: dict[str, Any] = {"messages": list(messages)}
+    if handed_back:
+        update["handed_off"] = False
+    await graph.aupdate_state(config, update, as_node="staff")
 
 
 async def recovery_inputs(graph: Graph, config: RunnableConfig, human: HumanMessage) -> list[Any]:

@@ -56,6 +56,10 @@ def fresh_turn_fields(turn_id: str, turn_number: int) -> dict[str, Any]:
         "confirmation": None,
         "cache_stats": {"hits": 0, "misses": 0},
         "stale_rounds": 0,
+        # A turn runs only while the agent holds the thread (a queued or held thread stores
+        # the message with no run), so a handoff an earlier turn made has been answered by a
+        # person and handed back: the agent must not go on saying a person has it.
+        "handed_off": False,
     }
 
 

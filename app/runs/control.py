@@ -148,8 +148,9 @@ class Controls:
                 await self.cancel(thread_id, row["run_id"])
             except Exception:  # it ended meanwhile: nothing to stop
                 log.info("no run to stop at a take-over", thread_id=thread_id)
-        if action == "release" and note:
-            await self.store(thread_id, [release_note(staff, note)])
+        if view["state"] == "agent":  # handed back (with its note, if any)
+            notes = [release_note(staff, note)] if note else []
+            await self.store(thread_id, notes, handed_back=True)
         return view
 
     async def staff_says(
@@ -174,14 +175,18 @@ class Controls:
             await self.event(conn, thread_id, "message", view)
         return view
 
-    async def store(self, thread_id: str, messages: list[HumanMessage]) -> None:
+    async def store(
+        self, thread_id: str, messages: list[HumanMessage], *, handed_back: bool = False
+    ) -> None:
         """Messages into the conversation under the thread's lease (fenced, as a run's)."""
         claim = await self.leases.claim(thread_id, f"staff-{uuid.uuid4()}")
         if claim is None:
             raise ThreadBusy(retry_after_s=1)
         token = current_lease.set(claim.lease)
         try:
-            await store_messages(self.graph, run_config(thread_id, self.settings), messages)
+            await store_messages(
+                self.graph, run_config(thread_id, self.settings), messages, handed_back=handed_back
+            )
         finally:
             current_lease.reset(token)
             await self.leases.release(claim.lease)

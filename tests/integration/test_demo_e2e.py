@@ -320,3 +320,27 @@ class TestOtherChanges:
         # for them, and the agent does not answer it.
         after = await chat.say("还在吗？")
         assert after.status == "handed_off" and after.named("stored")
+
+    async def test_after_a_person_hands_back_the_agent_answers_again(
+        self, client: httpx.AsyncClient, app: DemoApp
+    ) -> None:
+        chat = session(client, app, NOAH)
+        asked = await chat.say("I want to talk to a human")
+        if asked.status == "interrupted":
+            await chat.decide("approve")
+        thread, staff = f"{NOAH}:{chat.id}", app.headers("staff-demo", role="staff")
+        for action in ("accept", "release"):
+            control = (await client.get(f"/staff/threads/{thread}", headers=staff)).json()
+            changed = await client.post(
+                f"/staff/threads/{thread}/control",
+                json={"action": action, "version": control["control"]["version"]},
+                headers=staff,
+            )
+            assert changed.status_code == 200, changed.text
+
+        turn = await chat.say("what are my orders?")
+        assert turn.status == "completed"
+        assert "A human colleague has this conversation" not in turn.text
+        assert turn.calls == [("get_user_details", {"user_id": NOAH})]
+        state = (await client.get(f"/threads/{chat.id}/state", headers=chat.headers)).json()
+        assert state["handed_off"] is False

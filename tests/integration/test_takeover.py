@@ -209,6 +209,36 @@ class TestPersonInTheThread:
         ]
         assert [h["action"] for h in history] == ["handoff", "accept", "release"]
 
+    async def test_after_a_hand_back_the_model_is_no_longer_told_a_person_has_it(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        thread = await hand_off(client, server, scripted_model_session, "take-back")
+        alice, h = staff(server, ALICE, "Alice"), server.headers(NOAH)
+        handed = (await client.get("/threads/take-back/state", headers=h)).json()
+        for action in ("accept", "release"):  # a release without a note
+            version = (await control(client, thread, alice))["version"]
+            changed = await client.post(
+                f"/staff/threads/{thread}/control",
+                json={"action": action, "version": version},
+                headers=alice,
+            )
+            assert changed.status_code == 200, changed.text
+        released = (await client.get("/threads/take-back/state", headers=h)).json()
+        scripted_model_session.use(Script([Reply.say("You have two orders.")]))
+        answer = await client.post(
+            "/threads/take-back/messages", json={"content": "what are my orders?"}, headers=h
+        )
+
+        assert handed["handed_off"] is True and released["handed_off"] is False
+        assert answer.json()["status"] == "completed"
+        (request,) = scripted_model_session.requests
+        system = str(request.messages[0].get("content"))
+        assert request.messages[0].get("role") == "system"
+        assert "handed to a human" not in system
+
     async def test_staff_routes_are_404_for_customers_and_guests(
         self,
         client: httpx.AsyncClient,
