@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from app.tools.results import Artifact, ObservationFormat
+from app.tools.results import Artifact, Assessment, ObservationFormat
 
 
 class WriteLedger(Protocol):
-    async def summarize(self, customer_id: str | None, name: str, args: dict[str, Any]) -> str:
-        """A one-line human summary of a pending write, for the confirmation card."""
+    async def assess(self, customer_id: str | None, name: str, args: dict[str, Any]) -> Assessment:
+        """Whether a pending write is asked for, its card's line, and its rule's refusal
+        when it cannot succeed now."""
         ...
 
     async def recorded_result(

@@ -31,6 +31,10 @@ class AgentState(TypedDict, total=False):
     breakers: dict[str, Breaker]
     force_answer: Literal["repeat", "budget", "stagnation"] | None
     confirmation: Literal["approve", "reject"] | None
+    # Writes of the last model reply the confirm step did not offer, because their rule
+    # refuses them as things are: tool_call_id -> the rule's message. The write node
+    # records each as that refusal and runs none of them.
+    impossible: dict[str, str]
     tool_cache: dict[str, CacheEntry]
     cache_stats: dict[str, int]  # hits and misses this turn
     citations: Annotated[list[Citation], merge_citations]

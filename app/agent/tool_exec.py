@@ -131,7 +131,9 @@ class WriteNodes:
     ledger: WriteLedger
 
     async def confirm(self, state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        """Pause for the customer's yes before any write. Re-runs from the top on resume."""
+        """Pause for the customer's yes before any write that asks for it. A write whose rule
+        refuses it as things are now is not offered: the model reads the refusal instead.
+        Re-runs from the top on resume."""
         ai = last_ai(state)
         assert ai is not None
         refused = state.get("refused") or {}
@@ -140,21 +142,23 @@ class WriteNodes:
             for c in ai.tool_calls
             if c["name"] in self.write_names and precheck(c, refused, list(self.tools)) is None
         ]
-        if not writes:
-            return {"confirmation": "approve"}
         customer = conversation_customer(runtime.context, state.get("verified_user_id"))
-        pending = [
-            {
-                "id": c["id"],
-                "name": c["name"],
-                "args": c["args"],
-                "summary": await self.ledger.summarize(customer, c["name"], dict(c["args"])),
-            }
-            for c in writes
-        ]
+        pending: list[dict[str, Any]] = []
+        impossible: dict[str, str] = {}
+        for c in writes:
+            seen = await self.ledger.assess(customer, c["name"], dict(c["args"]))
+            if seen.refusal is not None:
+                impossible[c["id"] or ""] = seen.refusal
+            elif seen.ask:
+                pending.append(
+                    {"id": c["id"], "name": c["name"], "args": c["args"], "summary": seen.summary}
+                )
+        update: dict[str, Any] = {"impossible": impossible} if impossible else {}
+        if not pending:
+            return {**update, "confirmation": "approve"}
         answer = interrupt({"pending": pending})
         decision = answer.get("decision") if isinstance(answer, dict) else answer
-        return {"confirmation": "approve" if decision == "approve" else "reject"}
+        return {**update, "confirmation": "approve" if decision == "approve" else "reject"}
 
     async def write_tools(
         self, state: AgentState, runtime: Runtime[AgentContext]
@@ -167,15 +171,18 @@ class WriteNodes:
         declined = self.settings.write_confirmation == "required" and (
             state.get("confirmation") != "approve"
         )
+        impossible = state.get("impossible") or {}
         local: dict[str, Any] = dict(state)
-        update: dict[str, Any] = {}
+        update: dict[str, Any] = {"impossible": {}} if impossible else {}
         results: list[ToolMessage] = []
         for call in ai.tool_calls:
             early = precheck(call, refused, list(self.tools))
             if early is not None:
                 results.append(early)
                 continue
-            if declined and call["name"] in self.write_names:
+            # A write the confirm step did not offer is recorded as its rule's refusal (the
+            # tool reads `impossible`), whatever the customer said to the others.
+            if declined and call["name"] in self.write_names and call["id"] not in impossible:
                 results.append(
                     message(
                         DECLINED,

@@ -28,6 +28,10 @@ def handed_off(outcome: WriteOutcome) -> Observation:
     confirm=Confirm("Transfer the conversation to a human agent", args=summaries.handoff),
     outcome=handed_off,
     needs_customer=False,
+    # The customer asked for a person (or the agent cannot help): asking them to approve
+    # that is a needless step. It changes no order or account; its ticket is still a
+    # write, recorded once per key like every other.
+    asks=False,
 )
 def transfer_to_human_agents(
     session: Session,

@@ -27,9 +27,9 @@ from app.tools import (
     profile,
     shipping,
 )
-from app.tools.results import ObservationFormat
+from app.tools.results import Assessment, ObservationFormat
 from app.tools.spec import ToolDeps, ToolSpec
-from app.tools.summaries import summarize
+from app.tools.summaries import assess, summarize
 
 __all__ = [
     "RECORDED_ARGUMENTS",
@@ -129,6 +129,15 @@ class PostgresWriteLedger:
 
     async def summarize(self, customer_id: str | None, name: str, args: dict[str, Any]) -> str:
         return await summarize_write(self.pool, customer_id, name, args)
+
+    async def assess(self, customer_id: str | None, name: str, args: dict[str, Any]) -> Assessment:
+        spec = SPECS.get(name)
+        if spec is not None and not spec.asks:
+            return Assessment(ask=False, summary="")
+        line, problem = await assess(
+            self.pool, name, spec.confirm if spec else None, customer_id, args
+        )
+        return Assessment(ask=True, summary=line, refusal=problem)
 
     async def recorded_result(
         self,

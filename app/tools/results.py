@@ -212,3 +212,15 @@ def argument_ids(args: Mapping[str, Any]) -> dict[str, list[str]]:
         for key, kind in ID_ARGUMENTS.items()
         if isinstance(value := args.get(key), str | int) and not isinstance(value, bool)
     }
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What the confirm step needs to know of a pending write, before asking for it."""
+
+    ask: bool  # the customer approves it first (a handoff changes no order or account)
+    summary: str  # the confirmation card's one line
+    # The write's rule refuses it as things are now (its message): the write is recorded
+    # as that refusal instead of offered on a card the customer could only approve into
+    # a failure.
+    refusal: str | None = None

@@ -32,7 +32,8 @@ from langgraph.types import Command
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SkipValidation, ValidationError
 
-from app.db.writes import WriteAction, WriteOutcome
+from app.db.writes import Result, WriteAction, WriteOutcome
+from app.domain.errors import RuleViolation
 from app.domain.models import Customer, Order, Product
 from app.fencing import LeaseLost
 from app.notify.codes import IdentityCodes
@@ -114,6 +115,7 @@ class ToolSpec:
     limit: int = DEFAULT_LIMIT  # characters of the text rendering
     label_fallback: str | None = None  # the label when an argument it names is missing
     needs_customer: bool = True  # a write refused until the customer is verified
+    asks: bool = True  # a write the customer approves first; False: it changes no data
 
     @property
     def name(self) -> str:
@@ -186,6 +188,7 @@ def write_tool(
     confirm: Confirm,
     outcome: Callable[[WriteOutcome], Observation] = plain_outcome,
     needs_customer: bool = True,
+    asks: bool = True,
 ) -> Callable[[ToolFn], ToolSpec]:
     def declare(fn: ToolFn) -> ToolSpec:
         return ToolSpec(
@@ -195,6 +198,7 @@ def write_tool(
             confirm=confirm,
             outcome=outcome,
             needs_customer=needs_customer,
+            asks=asks,
         )
 
     return declare
@@ -245,12 +249,18 @@ class ShopTool(StructuredTool):
         if self.spec.access == "read":
             return await self.spec.fn(self.deps, *args, **kwargs)
         model_args = {k: v for k, v in kwargs.items() if k != "runtime"}
+        runtime = kwargs.get("runtime")
+        refusal = offered_refusal(runtime)
         return await run_write(
             self.deps.pool,
-            kwargs.get("runtime"),
+            runtime,
             tool_name=self.name,
             args=model_args,
-            action_for=lambda session: self.spec.action(session, model_args),
+            action_for=(
+                (lambda _: refused_by_rule(refusal))
+                if refusal is not None
+                else (lambda session: self.spec.action(session, model_args))
+            ),
             needs_customer=self.spec.needs_customer,
         )
 
@@ -261,6 +271,26 @@ class ShopTool(StructuredTool):
             # LangChain answers arguments that do not match the schema itself, artifact-less
             return settled(result, "invalid_arguments")
         return result
+
+
+def offered_refusal(runtime: Any) -> str | None:
+    """The rule's refusal the confirm step found for this call (so it was never offered to
+    the customer), or None."""
+    if runtime is None:
+        return None
+    impossible = (getattr(runtime, "state", None) or {}).get("impossible") or {}
+    refusal = impossible.get(getattr(runtime, "tool_call_id", None) or "")
+    return refusal if isinstance(refusal, str) else None
+
+
+def refused_by_rule(message: str) -> WriteAction:
+    """An action that changes nothing and is refused with `message`: recorded, keyed and
+    audited like any refused write, never run for real without the customer's yes."""
+
+    async def refuse(_: Any) -> Result:
+        raise RuleViolation(message)
+
+    return refuse
 
 
 def _description(doc: str) -> str:

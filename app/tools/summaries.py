@@ -33,16 +33,32 @@ async def summarize(
 
     Never raises: anything unexpected (or another customer's order) gives the generic line.
     """
+    line, _ = await assess(pool, name, confirm, customer_id, args)
+    return line
+
+
+async def assess(
+    pool: AsyncConnectionPool[Any],
+    name: str,
+    confirm: Confirm | None,
+    customer_id: str | None,
+    args: Mapping[str, Any],
+) -> tuple[str, str | None]:
+    """(the card's line, the rule's refusal when the write's dry run on the order as it is
+    now refuses it). Never raises."""
     if confirm is None:
-        return f"Run {clip(str(name))}"
+        return f"Run {clip(str(name))}", None
+    refusal: str | None = None
     try:
         detailed = await _detailed(pool, confirm, customer_id, args)
-    except (RuleViolation, LookupError, TypeError, ValueError):
+    except RuleViolation as refused:
+        detailed, refusal = None, refused.message
+    except (LookupError, TypeError, ValueError):
         detailed = None  # the write itself will be refused with a precise error
     except Exception:
         log.warning("write summary failed", tool=name, exc_info=True)
         detailed = None
-    return detailed or generic(confirm, args)
+    return detailed or generic(confirm, args), refusal
 
 
 def generic(confirm: Confirm, args: Mapping[str, Any]) -> str:

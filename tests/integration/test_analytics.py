@@ -91,8 +91,7 @@ async def a_day(client: httpx.AsyncClient, server: LiveServer, model: ScriptedMo
             ]
         )
     )
-    await say(client, server, "handed", "let me talk to a human please")
-    await say(client, server, "handed", "", resume="approve")
+    await say(client, server, "handed", "let me talk to a human please")  # asks nothing
 
     model.use(
         Script(
@@ -166,8 +165,8 @@ class TestOutcomes:
         assert got["resolved"]["turns"] == 1 and got["resolved"]["model_calls"] == 1
         assert got["handed"]["handoff_reason"]
         assert codes(got["handed"]) == {"asked_for_human"}
-        assert got["handed"]["confirmations_asked"] == 1
-        assert got["handed"]["confirmations_approved"] == 1
+        assert got["handed"]["confirmations_asked"] == 0  # a handoff asks nothing
+        assert got["handed"]["confirmations_approved"] == 0
         assert got["handed"]["writes_by_tool"] == {"transfer_to_human_agents": 1}
         assert codes(got["declined"]) == {"declined_write"}
         assert got["declined"]["confirmations_declined"] == 1

@@ -79,8 +79,7 @@ class TestFlags:
                 ]
             )
         )
-        await say(client, server, "late", "this is going nowhere")
-        await say(client, server, "late", "", resume="approve")
+        await say(client, server, "late", "this is going nowhere")  # a handoff asks nothing
         await sweep(db, with_rules(server, late_handoff_turns=3))
         row = (await outcomes(db))["late"]
         await sweep(db, with_rules(server, late_handoff_turns=4))  # nothing new: not due
@@ -131,14 +130,15 @@ class TestFlags:
             )
         )
         asked = await say(client, server, "refused", "cancel my delivered order")
-        await say(client, server, "refused", "", resume="approve")
         await sweep(db, policy(server))
         row = (await outcomes(db))["refused"]
         async with db.connection() as conn:
             cur = await conn.execute("SELECT tool_name, ok FROM tool_executions")
             recorded = await cur.fetchall()
 
-        assert asked["status"] == "interrupted"  # confirmed first, refused by the rule then
+        # Not offered for approval (the dry run found the rule refuses it), recorded as the
+        # rule's refusal.
+        assert asked["status"] == "completed"
         assert recorded == [{"tool_name": "cancel_pending_order", "ok": False}]
         assert {"code": "policy_refusal", "reason": (
             "A business rule refused cancel_pending_order once."

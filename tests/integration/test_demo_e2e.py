@@ -234,6 +234,17 @@ class TestCancel:
         assert done.text == "Okay, I didn't change anything."
         assert await order_status(shop, PENDING) == "pending"
 
+    async def test_a_cancel_its_rule_refuses_is_explained_not_offered(
+        self, client: httpx.AsyncClient, app: DemoApp, shop: AsyncConnectionPool[Any]
+    ) -> None:
+        chat = session(client, app, NOAH)
+        turn = await chat.say("Please cancel order #W7678072, I ordered it by mistake")
+        assert turn.status == "completed" and not turn.named("interrupt")
+        (result,) = turn.named("tool_result")
+        assert result["status"] == "error" and "only pending orders" in result["content"]
+        assert "only pending orders can be cancelled" in turn.text
+        assert await order_status(shop, "#W7678072") == "delivered"
+
 
 class TestGuest:
     """Under the old rules the email alone verified the guest and showed the order; now an
@@ -314,8 +325,8 @@ class TestOtherChanges:
         chat = session(client, app, NOAH)
         asked = await chat.say("转人工")
         assert [name for name, _ in asked.calls] == ["transfer_to_human_agents"]
-        done = await chat.decide("approve") if asked.status == "interrupted" else asked
-        assert "已为您转接人工客服" in done.text
+        assert asked.status == "completed" and not asked.named("interrupt")  # nothing to approve
+        assert "已为您转接人工客服" in asked.text
         # The thread now waits for a person (human takeover): the next message is stored
         # for them, and the agent does not answer it.
         after = await chat.say("还在吗？")
@@ -325,9 +336,7 @@ class TestOtherChanges:
         self, client: httpx.AsyncClient, app: DemoApp
     ) -> None:
         chat = session(client, app, NOAH)
-        asked = await chat.say("I want to talk to a human")
-        if asked.status == "interrupted":
-            await chat.decide("approve")
+        assert (await chat.say("I want to talk to a human")).status == "completed"
         thread, staff = f"{NOAH}:{chat.id}", app.headers("staff-demo", role="staff")
         for action in ("accept", "release"):
             control = (await client.get(f"/staff/threads/{thread}", headers=staff)).json()
