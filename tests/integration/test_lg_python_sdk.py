@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
-from tests.integration.api_harness import LiveServer
+from tests.integration.api_harness import LiveServer, live_server
 
 NOAH, MIA = "noah_brown_6181", "mia_garcia_4516"
 PENDING_ORDER = "#W2611340"
@@ -373,3 +373,38 @@ class TestDisconnect:
                 break
             await asyncio.sleep(0.1)
         assert (await noah.runs.get(thread_id, run_id))["status"] == "interrupted"
+
+
+class TestJoinOnAnotherProcess:
+    async def test_a_join_answered_by_another_process_keeps_the_modes_and_the_opening_message(
+        self,
+        server: LiveServer,
+        noah: LangGraphClient,
+        model_server: ScriptedModelServer,
+    ) -> None:
+        """The run's options live with the run, not in the memory of the worker that
+        started it: another worker (here another process on the same database) joins with
+        the modes the client asked for and the message that opened the run."""
+        model_server.use(Script([Reply.say(LONG)]), latency=Latency(tokens_per_s=200))
+        thread_id = (await noah.threads.create())["thread_id"]
+        run = await noah.runs.create(
+            thread_id,
+            "agent",
+            input={"messages": [{"type": "human", "content": "talk to me"}]},
+            stream_mode=["values"],
+            stream_resumable=True,
+        )
+        with live_server(server.settings, model_server) as other:
+            elsewhere = sdk(other)
+            try:
+                joined = await parts(
+                    elsewhere.runs.join_stream(thread_id, run["run_id"], last_event_id="-1")
+                )
+            finally:
+                await elsewhere.aclose()
+        names = {e[0] for e in joined}
+        assert names == {"metadata", "values"}, names  # not the default modes
+        values = [e[1] for e in joined if e[0] == "values"]
+        assert values[0]["messages"][-1]["content"] == "talk to me"
+        assert values[-1]["messages"][-1]["content"] == LONG
+        assert all(e[2] is not None for e in joined)  # resumable: every event has an id

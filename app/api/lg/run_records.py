@@ -23,14 +23,25 @@ async def annotate_run(
     *,
     webhook: str | None,
     metadata: dict[str, Any] | None,
+    options: dict[str, Any],
 ) -> None:
-    """Store what the run asked for. A webhook on a run that has ended by now (an instant
-    one may) is enqueued by this same UPDATE (the trigger of migration 0020)."""
+    """Store what the run asked for, for a join on any worker or replica. A webhook on a
+    run that has ended by now (an instant one may) is enqueued by this same UPDATE (the
+    trigger of migration 0020)."""
     async with pool.connection() as conn:
         await conn.execute(
-            "UPDATE runs SET webhook = %s, metadata = %s WHERE run_id = %s",
-            (webhook, Jsonb(metadata) if metadata else None, run_id),
+            "UPDATE runs SET webhook = %s, metadata = %s, lg_options = %s WHERE run_id = %s",
+            (webhook, Jsonb(metadata) if metadata else None, Jsonb(options), run_id),
         )
+
+
+async def run_options(pool: AsyncConnectionPool[Any], run_id: str) -> dict[str, Any] | None:
+    """What a Platform client asked of the run when it started it (None: none was)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT lg_options FROM runs WHERE run_id = %s", (run_id,))
+        row = await cur.fetchone()
+    options = row["lg_options"] if row else None
+    return options if isinstance(options, dict) else None
 
 
 async def run_record(

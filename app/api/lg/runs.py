@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -21,7 +20,7 @@ from app.api.lg.errors import refuse
 from app.api.lg.final import final_state, outcome_values
 from app.api.lg.inputs import check_supported, decision_of, message_of, stream_modes
 from app.api.lg.metadata import stored_part
-from app.api.lg.run_records import annotate_run, run_record, run_records
+from app.api.lg.run_records import annotate_run, run_options, run_record, run_records
 from app.api.lg.schemas import RunCreate
 from app.api.lg.translate import (
     Final,
@@ -46,33 +45,36 @@ from app.runs.stream import Done, RunFailed, RunStarted, Sequenced
 router = APIRouter(tags=["langgraph: runs"])
 RunIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
 KEEPALIVE_S = 5.0
-REMEMBERED_RUNS = 10_000
 LATEST = 1 << 62
+
+
+DEFAULT_MODES = frozenset({"values", "messages-tuple", "updates", "custom"})
 
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What a Platform client asked of a run, kept by the process that started it for its
-    joins: the stream modes, whether its events carry ids, the message that opened it."""
+    """What a Platform client asked of a run, kept with the run (`runs.lg_options`) for
+    joins on any worker or replica: the stream modes, whether its events carry ids, the
+    message that opened it."""
 
     modes: frozenset[str]
     resumable: bool
     human: dict[str, Any] | None
 
+    def stored(self) -> dict[str, Any]:
+        return {"modes": sorted(self.modes), "resumable": self.resumable, "human": self.human}
 
-def _registry(request: Request) -> OrderedDict[str, RunInfo]:
-    registry: OrderedDict[str, RunInfo] | None = getattr(request.app.state, "lg_runs", None)
-    if registry is None:
-        registry = OrderedDict()
-        request.app.state.lg_runs = registry
-    return registry
-
-
-def _remember(request: Request, run_id: str, info: RunInfo) -> None:
-    registry = _registry(request)
-    registry[run_id] = info
-    while len(registry) > REMEMBERED_RUNS:
-        registry.popitem(last=False)
+    @classmethod
+    def of(cls, stored: dict[str, Any] | None) -> RunInfo:
+        """From `stored()`; a run the native API started joins with the defaults."""
+        if stored is None:
+            return cls(modes=DEFAULT_MODES, resumable=True, human=None)
+        human = stored.get("human")
+        return cls(
+            modes=frozenset(str(m) for m in stored.get("modes") or DEFAULT_MODES),
+            resumable=bool(stored.get("resumable")),
+            human=human if isinstance(human, dict) else None,
+        )
 
 
 def _locations(session_id: str, run_id: str, tail: str) -> dict[str, str]:
@@ -125,9 +127,10 @@ async def _start(
         )
     info = RunInfo(modes=modes, resumable=body.stream_resumable, human=human)
     run_id = outcome.run_id if isinstance(outcome, Run) else str(outcome.get("run_id"))
-    if isinstance(outcome, Run) and (webhook or metadata):  # (a replayed run keeps its own)
-        await annotate_run(services.pool, run_id, webhook=webhook, metadata=metadata)
-    _remember(request, run_id, info)
+    if isinstance(outcome, Run):  # (a replayed run keeps its own)
+        await annotate_run(
+            services.pool, run_id, webhook=webhook, metadata=metadata, options=info.stored()
+        )
     return outcome, info
 
 
@@ -415,14 +418,9 @@ async def join_stream(
     """The run's events after `Last-Event-ID` ("-1": all of them); without one, only those
     still to come. On any replica."""
     await _require_run(services, thread, run_id)
-    known = _registry(request).get(run_id)
+    known = RunInfo.of(await run_options(services.pool, run_id))
     modes = stream_modes(stream_mode) if stream_mode else None
-    info = RunInfo(
-        modes=modes
-        or (known.modes if known else frozenset({"values", "messages-tuple", "updates", "custom"})),
-        resumable=known.resumable if known else True,
-        human=known.human if known else None,
-    )
+    info = RunInfo(modes=modes or known.modes, resumable=known.resumable, human=known.human)
     after = parse_event_id(last_event_id)
     frames = _platform_frames(
         services,
