@@ -60,6 +60,8 @@ _LIST = """SELECT thread_id, result, handoff_reason, flags, score, score_reasons
       AND (%(flagged)s::bool IS NULL OR (jsonb_array_length(flags) > 0) = %(flagged)s)
       AND (%(result)s::text IS NULL OR result = %(result)s)
       AND (%(max_score)s::int IS NULL OR score <= %(max_score)s)
+      AND (%(from)s::timestamptz IS NULL OR started_at >= %(from)s)
+      AND (%(to)s::timestamptz IS NULL OR started_at < %(to)s)
       AND (%(after_ended)s::timestamptz IS NULL
            OR (ended_at, thread_id) < (%(after_ended)s, %(after_thread)s))
     ORDER BY ended_at DESC, thread_id DESC LIMIT %(limit)s"""
@@ -131,13 +133,18 @@ async def conversations(
     max_score: int | None,
     after: tuple[datetime, str] | None,
     limit: int,
+    start: datetime | None = None,
+    end: datetime | None = None,
 ) -> tuple[list[dict[str, Any]], tuple[datetime, str] | None]:
-    """A page of outcomes, newest ended first, and the position after it (None: the end)."""
+    """A page of outcomes, newest ended first, and the position after it (None: the end).
+    `start`/`end`: conversations that started in [start, end), as the summary counts them."""
     params = {
         "flag": flag,
         "flagged": flagged,
         "result": result,
         "max_score": max_score,
+        "from": start,
+        "to": end,
         "after_ended": after[0] if after else None,
         "after_thread": after[1] if after else None,
         "limit": limit,

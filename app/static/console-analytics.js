@@ -119,6 +119,9 @@ class AnalyticsPage {
     }
     const flag = $("flag-filter").value;
     const query = new URLSearchParams({ limit: String(PAGE), ...(flag ? { flag } : { flagged: "true" }) });
+    // the range the charts show: the table lists the flagged conversations they count
+    query.set("from", this.range.from.toISOString());
+    query.set("to", this.range.to.toISOString());
     if (this.cursor) query.set("cursor", this.cursor);
     let page;
     try {

@@ -96,6 +96,11 @@ def xss_product() -> Product:
 
 @pytest.fixture
 async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
+    await seed_shop(db)
+    return db
+
+
+async def seed_shop(db: AsyncConnectionPool[Any]) -> None:
     """Sara with a pending and a delivered order; Eve, whose name and order hold HTML; the
     shipped help articles."""
     bottle, lamp, evil = f.bottle(), f.lamp(), xss_product()
@@ -125,7 +130,6 @@ async def shop(db: AsyncConnectionPool[Any]) -> AsyncConnectionPool[Any]:
         ),
     )
     await sync_help_articles(db)
-    return db
 
 
 @pytest.fixture(scope="session")

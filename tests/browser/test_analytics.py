@@ -5,17 +5,57 @@ conversation in the console."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
+from langchain_core.language_models import BaseChatModel
 from playwright.async_api import BrowserContext, Page, expect
 from playwright.async_api import Error as PlaywrightError
 from psycopg_pool import AsyncConnectionPool
 
 from app.analytics.sweep import SweepPolicy, sweep
-from tests.browser.conftest import OUTPUT, PENDING, SARA, AppServer
+from app.config import Settings
+from app.db.migrate import migrate
+from app.db.pool import open_pool
+from tests.browser.conftest import OUTPUT, PENDING, SARA, AppServer, seed_shop
 from tests.browser.console_pages import PageErrors, open_console, transcript
+from tests.conftest import DOMAIN_TABLES
 from tests.fakellm import Reply, Script, ScriptedModelServer
+from tests.pg import create_fresh_database, drop_database
+
+# The page counts every conversation in its database: these tests have a database and a
+# server of their own, so conversations other browser tests leave (a handoff finishing
+# after its test) never reach their tables.
+
+
+@pytest.fixture(scope="module")
+def own_database() -> Iterator[str]:
+    url, admin = create_fresh_database("csagent_analytics")
+    asyncio.run(migrate(url))
+    yield url
+    drop_database(admin, url)
+
+
+@pytest.fixture(scope="module")
+def app_server(own_database: str, page_model: BaseChatModel | None) -> Iterator[AppServer]:
+    settings = Settings(database_url=own_database, app_env="dev", _env_file=None)
+    server = AppServer(settings, page_model).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def shop(own_database: str, app_server: AppServer) -> AsyncIterator[AsyncConnectionPool[Any]]:
+    pool = await open_pool(own_database, app_server.settings, name="analytics-test")
+    async with pool.connection() as conn:
+        await conn.execute(f"TRUNCATE {DOMAIN_TABLES} RESTART IDENTITY CASCADE")
+    await seed_shop(pool)
+    yield pool
+    await pool.close()
+
 
 CHARTS = ("chart-results", "chart-rates", "chart-tools", "chart-cost", "chart-ttft")
 # Counts the pixels of a PNG (a screenshot, as a data URL) that are strongly coloured: the
@@ -85,19 +125,19 @@ async def a_few_conversations(server: AppServer, model: ScriptedModelServer) -> 
     await post(server, "failing", "where is order #W9999999?")
 
 
-async def a_day_earlier(pool: AsyncConnectionPool[Any], session: str) -> None:
+async def a_day_earlier(pool: AsyncConnectionPool[Any], session: str, days: int = 1) -> None:
     """Move a conversation to yesterday, so the charts have two days to draw lines between."""
     thread_id = f"{SARA}:{session}"
     async with pool.connection() as conn:
         await conn.execute(
-            """UPDATE threads SET created_at = created_at - interval '1 day',
-                   updated_at = updated_at - interval '1 day' WHERE thread_id = %s""",
-            (thread_id,),
+            """UPDATE threads SET created_at = created_at - make_interval(days => %s),
+                   updated_at = updated_at - make_interval(days => %s) WHERE thread_id = %s""",
+            (days, days, thread_id),
         )
         await conn.execute(
-            """UPDATE runs SET created_at = created_at - interval '1 day',
-                   finished_at = finished_at - interval '1 day' WHERE thread_id = %s""",
-            (thread_id,),
+            """UPDATE runs SET created_at = created_at - make_interval(days => %s),
+                   finished_at = finished_at - make_interval(days => %s) WHERE thread_id = %s""",
+            (days, days, thread_id),
         )
 
 
@@ -169,6 +209,32 @@ class TestAnalyticsPage:
         await expect(
             transcript(console, "transcript-customer").filter(has_text="cancel my order please")
         ).to_have_count(1)
+        assert not errors.seen, errors.seen
+
+    async def test_the_flagged_table_follows_the_chosen_range(
+        self,
+        staff_context: BrowserContext,
+        app_server: AppServer,
+        shop: AsyncConnectionPool[Any],
+        model_server: ScriptedModelServer,
+    ) -> None:
+        await a_few_conversations(app_server, model_server)
+        await a_day_earlier(shop, "failing", days=10)  # in the last 30 days, not the last 7
+        swept = await sweep(shop, SweepPolicy.from_settings(app_server.settings, idle_min=0))
+        assert swept is not None and swept.outcomes == 3
+        errors = PageErrors()
+        console = await open_console(staff_context, app_server, errors)
+        await console.goto(app_server.url + "/console/analytics")
+        rows = console.get_by_test_id("flagged-row")
+
+        await expect(console.get_by_test_id("totals")).to_contain_text("Conversations3")
+        await expect(rows).to_have_count(2)  # the last 30 days
+        await console.get_by_test_id("range").select_option("7")
+        await expect(console.get_by_test_id("totals")).to_contain_text("Conversations2")
+        await expect(rows).to_have_count(1)
+        await expect(rows).to_contain_text(f"{SARA}:declined")
+        await console.get_by_test_id("flag-filter").select_option("repeated_tool_error")
+        await expect(console.get_by_test_id("flagged-empty")).to_be_visible()
         assert not errors.seen, errors.seen
 
     async def test_without_a_staff_session_the_page_says_where_to_sign_in(

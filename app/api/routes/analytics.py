@@ -65,9 +65,15 @@ async def analytics_conversations(
     max_score: Annotated[int | None, Query(ge=1, le=5)] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    start: Annotated[datetime | None, Query(alias="from")] = None,
+    end: Annotated[datetime | None, Query(alias="to")] = None,
 ) -> dict[str, Any]:
     """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`.
-    `flagged=true` keeps those with any flag, `false` those with none."""
+    `flagged=true` keeps those with any flag, `false` those with none. `from`/`to` keep
+    the conversations that started in [from, to), the range the summary counts."""
+    start, end = (_aware(start) if start else None), (_aware(end) if end else None)
+    if start is not None and end is not None and start >= end:
+        raise AppError("`from` must be before `to`", code="bad_range")
     items, last = await conversations(
         services.pool,
         flag=flag,
@@ -76,5 +82,7 @@ async def analytics_conversations(
         max_score=max_score,
         after=position_of(cursor),
         limit=limit,
+        start=start,
+        end=end,
     )
     return {"items": items, "next_cursor": cursor_of(*last) if last else None}
