@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# `make run PORT=8001` when 8000 is taken.
 run: $(STAMP)
-	$(PY) -m app serve
+	$(PY) -m app serve $(if $(PORT),--port $(PORT))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -67,13 +68,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from app.logging import configure_logging
     from app.main import create_app
 
+    configured = Settings()
+    host, port = args.host or configured.host, args.port or configured.port
+    problem = port_problem(host, port)
+    if problem:  # before the database starts: nothing to undo, and a hint instead of a trace
+        raise SystemExit(f"cs-agent: {problem}")
     settings = _settings_with_database()
     configure_logging(settings)
     asyncio.run(_prepare(settings, seed_if_empty=not args.no_seed))
-    host = args.host or settings.host
-    port = args.port or settings.port
     workers = args.workers or settings.web_workers
-    print(f"cs-agent serving on http://{host}:{port}  (API docs: /docs, workers: {workers})")
+    print(startup_lines(settings, host, port, workers))
     level = settings.log_level.lower()
     # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; which proxies are
     # trusted is the service's TRUSTED_PROXIES setting (app/api/ratelimit.py).
@@ -92,6 +96,42 @@ def cmd_serve(args: argparse.Namespace) -> None:
         uvicorn.run(
             "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
         )
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the service could not listen on host:port, in words that say what to do."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} on {host} is already in use (another cs-agent?). "
+                    f"Stop it, or choose another port: `make run PORT={port + 1}` "
+                    f"or `python -m app serve --port {port + 1}`"
+                )
+            return f"cannot listen on {host}:{port}: {error.strerror}"
+    return None
+
+
+def startup_lines(settings: Settings, host: str, port: int, workers: int) -> str:
+    """Where everything is: the chat page, the staff console, analytics and the API docs."""
+    base = f"http://{host}:{port}"
+    console = f"{base}/console"
+    if settings.app_env == "dev":
+        console += "   (dev: the demo staff sign-in, no token needed)"
+    lines = [
+        f"cs-agent serving on {base}  (workers: {workers})",
+        f"  chat page   {base}/",
+        f"  console     {console}",
+        f"  analytics   {base}/console/analytics",
+    ]
+    if settings.serves_api_docs:
+        lines.append(f"  API docs    {base}/docs")
+    return "\n".join(lines)
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:

@@ -42,7 +42,10 @@ SHUTDOWN_GRACE_S = 20.0
 
 def _chat_model(settings: Settings, stack: AsyncExitStack) -> tuple[BaseChatModel, str]:
     if settings.uses_demo_model:
-        log.warning("using the built-in DEMO model; connect a real one with OPENAI_BASE_URL")
+        log.warning(
+            "using the built-in DEMO model; connect a real one with OPENAI_API_KEY (OpenAI) "
+            "or OPENAI_BASE_URL (any OpenAI-compatible server)"
+        )
         return demo_chat_model(settings), DEMO_MODEL_NAME
     http_client = model_http_client(settings)
     stack.push_async_callback(http_client.aclose)
