@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run eval test lint typecheck unit browser-deps fault-deps js-deps scale-deps docker-lint \
+.PHONY: run eval test docs demo-reset lint typecheck unit browser-deps fault-deps js-deps scale-deps docker-lint \
 	scale-test bench bench-scale clean install compose-deps compose-test chaos chaos-selftest
 
 $(STAMP): pyproject.toml constraints.txt
@@ -64,12 +64,20 @@ docker-lint: $(HADOLINT)
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests -m "not slow"
 
-test: lint typecheck docker-lint browser-deps scale-deps js-deps unit
+test: lint typecheck docs docker-lint browser-deps scale-deps js-deps unit
+
+# docs/ as a site (mkdocs-material) in .site/; --strict fails on a broken link or page.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d .site
+
+# The demo shop as it was seeded (conversations stay): after trying a cancel or a return.
+demo-reset: $(STAMP)
+	$(PY) -m app seed --replace
 
 scale-test: $(STAMP) scale-deps
 	$(VENV)/bin/pytest tests -m slow
 
-# docker-compose.yml built and run for real with podman (README "Run with Docker or podman"):
+# docker-compose.yml built and run for real with podman (docs/operations.md "Run with Docker or podman"):
 # Debian's podman, runc and debootstrap (stand-in base images), podman-compose pinned in its
 # own venv under .compose-test/ (the stand-ins' cache and podman's settings live there too).
 # It prints `compose-test: SKIPPED (...)` and succeeds only where podman cannot run.
@@ -89,7 +97,7 @@ $(PODMAN_COMPOSE): tests/compose/requirements.txt
 compose-test: $(STAMP) compose-deps $(PODMAN_COMPOSE)
 	$(PY) -m tests.compose
 
-# The chaos soak (tests/chaos/, README "Chaos soak"): three replicas (and two more with
+# The chaos soak (tests/chaos/, docs/chaos.md): three replicas (and two more with
 # confirmation off) behind HAProxy and PgBouncer under load and random overlapping faults
 # from SEED, for DURATION (120s, 10m), then every invariant counted; exit 1 if any is not 0.
 # Report, chart and logs in tests/chaos/out/seed-SEED/.
@@ -110,7 +118,7 @@ bench: $(STAMP)
 bench-scale: $(STAMP) scale-deps
 	$(PY) -m benchmarks.scale
 
-# Evaluate the service with a simulated customer (README: "Evaluating with a simulated
+# Evaluate the service with a simulated customer (docs/evaluation.md: "Evaluating with a simulated
 # customer"). Offline unless configured: the demo model is the agent and the built-in
 # scripted customer plays the shipped tasks. EVAL_ARGS adds options, e.g. --as guest.
 EVAL_OUT ?= eval-out
