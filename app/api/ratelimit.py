@@ -25,20 +25,9 @@ log = structlog.get_logger(__name__)
 # Idle rows (their tat is past) are dropped every so many checks of a process.
 PURGE_EVERY = 5000
 
-_HIT = """hit AS (
-        INSERT INTO rate_limits AS r (key, tat)
-        VALUES (%(key)s, now() + %(interval_s)s * interval '1 second')
-        ON CONFLICT (key) DO UPDATE
-            SET tat = greatest(r.tat, now()) + %(interval_s)s * interval '1 second'
-            WHERE greatest(r.tat, now()) + %(interval_s)s * interval '1 second'
-                  <= now() + %(window_s)s * interval '1 second'
-        RETURNING 1
-    )"""
-# On a refusal, how far the key's tat (as it was before this statement) lies ahead of now.
-_AHEAD = """extract(epoch FROM
-        (SELECT tat FROM rate_limits WHERE key = %(key)s) - now())::float8 AS ahead_s"""
-
-CHECK_SQL = f"WITH {_HIT} SELECT EXISTS (SELECT 1 FROM hit) AS allowed, {_AHEAD}"
+# The one GCRA (app/db/sql/10_limits.sql): `ahead_s` on a refusal, how far the key's tat
+# lies ahead of now.
+CHECK_SQL = "SELECT allowed, ahead_s FROM cs_gcra(%(key)s, %(interval_s)s, %(window_s)s)"
 PURGE_SQL = "DELETE FROM rate_limits WHERE tat < now()"
 
 MESSAGES = {

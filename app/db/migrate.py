@@ -1,13 +1,19 @@
-"""Apply migrations (Alembic, plain SQL) and the LangGraph checkpointer's own setup.
+"""Apply migrations (Alembic, plain SQL), the LangGraph checkpointer's own setup, and the
+service's SQL functions.
 
 The migrations ship inside the package (`app/migrations/`, package data), so a wheel
-install finds them through importlib.resources, with no source tree beside it.
+install finds them through importlib.resources, with no source tree beside it. They keep
+tables, indexes and the drops a function's new signature needs; every live function and
+trigger has one source, `app/db/sql/*.sql` (CREATE OR REPLACE), applied after Alembic
+reaches head, and again whenever those files change (their hash is stored).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+from importlib.resources import files
 from typing import Any
 
 from alembic import command
@@ -15,6 +21,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.postgres.base import SELECT_SQL
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
@@ -23,6 +30,7 @@ from sqlalchemy import create_engine
 from app.db.pool import sqlalchemy_url
 
 SETUP_LOCK_KEY = 727_002
+FUNCTIONS_LOCK_KEY = 727_003
 LOCK_POLL_S = 0.2
 LOCK_POLLS = 1500  # five minutes
 
@@ -106,15 +114,42 @@ async def at_head(url: str) -> bool:
         and row["domain"] == head_revision()
         and row["checkpoints"] == len(AsyncPostgresSaver.MIGRATIONS) - 1
         and row["store"] == len(AsyncPostgresStore.MIGRATIONS) - 1
+        and row["functions"] == functions_version()
     )
 
 
 _VERSIONS_PRESENT = """SELECT to_regclass('alembic_version') IS NOT NULL
     AND to_regclass('checkpoint_migrations') IS NOT NULL
-    AND to_regclass('store_migrations') IS NOT NULL AS ok"""
+    AND to_regclass('store_migrations') IS NOT NULL
+    AND to_regclass('cs_functions') IS NOT NULL AS ok"""
 _VERSIONS = """SELECT (SELECT version_num FROM alembic_version LIMIT 1) AS domain,
     (SELECT max(v) FROM checkpoint_migrations) AS checkpoints,
-    (SELECT max(v) FROM store_migrations) AS store"""
+    (SELECT max(v) FROM store_migrations) AS store,
+    (SELECT version FROM cs_functions LIMIT 1) AS functions"""
+
+
+@functools.cache
+def function_sql() -> str:
+    """Every `app/db/sql/*.sql`, in name order, with upstream's checkpoint query in place."""
+    folder = files("app.db").joinpath("sql")
+    texts = [f.read_text() for f in sorted(folder.iterdir(), key=lambda f: f.name)]
+    sql = "\n".join(t for t in texts if t.strip())
+    return sql.replace("{upstream_checkpoint_select}", SELECT_SQL)
+
+
+def functions_version() -> str:
+    return hashlib.sha256(function_sql().encode()).hexdigest()[:16]
+
+
+async def apply_functions(url: str) -> None:
+    """(Re)create every function and trigger in one transaction, one process at a time (two
+    CREATE OR REPLACE of one function at once fail), and store their version."""
+    async with await AsyncConnection.connect(url, autocommit=True) as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (FUNCTIONS_LOCK_KEY,))
+        await conn.execute(function_sql().encode())  # no parameters: `%` stays as it is
+        await conn.execute("CREATE TABLE IF NOT EXISTS cs_functions (version text NOT NULL)")
+        await conn.execute("DELETE FROM cs_functions")
+        await conn.execute("INSERT INTO cs_functions (version) VALUES (%s)", (functions_version(),))
 
 
 async def migrate(url: str) -> None:
@@ -122,3 +157,4 @@ async def migrate(url: str) -> None:
         return
     upgrade_domain(url)
     await setup_langgraph(url)
+    await apply_functions(url)

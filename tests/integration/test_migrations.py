@@ -4,7 +4,15 @@ import psycopg
 import pytest
 
 import app.db.migrate
-from app.db.migrate import current_revision, head_revision, migrate, upgrade_domain
+from app.db.migrate import (
+    at_head,
+    current_revision,
+    functions_version,
+    head_revision,
+    migrate,
+    upgrade_domain,
+)
+from tests.pg import create_fresh_database, drop_database
 
 
 class TestMigrations:
@@ -14,6 +22,27 @@ class TestMigrations:
     async def test_migrate_twice_is_a_no_op(self, database_url: str) -> None:
         await migrate(database_url)
         assert current_revision(database_url) == head_revision()
+
+
+class TestFunctions:
+    async def test_changed_functions_are_applied_again_by_migrate(self) -> None:
+        """A release that changes app/db/sql/ but adds no migration still brings its
+        functions: migrate compares their stored version."""
+        url, admin = create_fresh_database("csagent_functions")
+        try:
+            await migrate(url)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP FUNCTION cs_gcra(text, float8, float8)")
+                conn.execute("UPDATE cs_functions SET version = 'an older release'")
+            assert not await at_head(url)
+            await migrate(url)
+            with psycopg.connect(url) as conn:
+                row = conn.execute("SELECT * FROM cs_gcra('k', 1, 2)").fetchone()
+                version = conn.execute("SELECT version FROM cs_functions").fetchone()
+            assert row == (True, None)
+            assert version == (functions_version(),) and await at_head(url)
+        finally:
+            drop_database(admin, url)
 
 
 class TestConcurrentMigrate:

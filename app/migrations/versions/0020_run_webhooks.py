@@ -42,37 +42,13 @@ def upgrade() -> None:
         created_at timestamptz NOT NULL DEFAULT now()
     );
 
-    CREATE FUNCTION cs_enqueue_run_webhook() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        INSERT INTO webhook_outbox (event_id, run_id, thread_id, type, url, rendered, payload)
-        VALUES ('msg_' || replace(gen_random_uuid()::text, '-', ''), NEW.run_id,
-                NEW.thread_id, 'run.finished', NEW.webhook, false, jsonb_build_object(
-                    'run_id', NEW.run_id,
-                    'status', NEW.status,
-                    -- the checkpoint it ended on; an abandoned run has none recorded: the
-                    -- thread's newest, as the claim that abandoned it found it
-                    'checkpoint_id', coalesce(NEW.result->>'checkpoint_id', (
-                        SELECT c.checkpoint_id FROM checkpoints c
-                        WHERE c.thread_id = NEW.thread_id AND c.checkpoint_ns = ''
-                        ORDER BY c.checkpoint_id DESC LIMIT 1)),
-                    'ended_at', to_char(coalesce(NEW.finished_at, now()) AT TIME ZONE 'UTC',
-                                        'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
-        ON CONFLICT (run_id) DO NOTHING;
-        RETURN NULL;
-    END $$;
-    -- The WHEN clause is all a run without a webhook pays: no function call.
-    CREATE TRIGGER runs_webhook AFTER UPDATE OF status, webhook ON runs
-        FOR EACH ROW
-        WHEN (NEW.webhook IS NOT NULL AND NEW.status <> 'running'
-              AND (OLD.status = 'running' OR OLD.webhook IS NULL))
-        EXECUTE FUNCTION cs_enqueue_run_webhook();
     """)
 
 
 def downgrade() -> None:
     op.execute("""
-    DROP TRIGGER runs_webhook ON runs;
-    DROP FUNCTION cs_enqueue_run_webhook();
+    DROP TRIGGER IF EXISTS runs_webhook ON runs;
+    DROP FUNCTION IF EXISTS cs_enqueue_run_webhook();
     DROP TABLE webhook_keys;
     DELETE FROM webhook_outbox WHERE thread_event_id IS NULL;
     ALTER TABLE webhook_outbox DROP COLUMN rendered, DROP COLUMN url, DROP COLUMN run_id,
