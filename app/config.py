@@ -53,6 +53,10 @@ class Settings(BaseSettings):
 
     # Unset: an embedded PostgreSQL is started under `data_dir`.
     database_url: str | None = None
+    # LISTEN/NOTIFY wakes the background loops (app/db/listen.py) over one connection per
+    # process that must reach Postgres itself: unset, DATABASE_URL is used (right when it
+    # is direct); behind PgBouncer's transaction pool, point it at Postgres; `off`: poll.
+    database_listen_url: str | None = None
     data_dir: str = ".data"
     db_pool_min: int = 2
     db_pool_max: int = 20

@@ -10,6 +10,7 @@ import structlog
 from fastapi import FastAPI
 from langchain_core.language_models import BaseChatModel
 from langgraph.store.postgres.aio import AsyncPostgresStore
+from psycopg_pool import AsyncConnectionPool
 
 from app.agent.graph import build_graph
 from app.agent.llm import build_chat_model, model_http_client
@@ -17,9 +18,11 @@ from app.analytics.sweep import outcome_keeper
 from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
 from app.api.lg.webhooks import run_webhook_renderer
+from app.background import Background, Loop
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
+from app.db.listen import Listener
 from app.db.pool import open_pool
 from app.demo.model import DEMO_MODEL_NAME, demo_chat_model
 from app.gc_tuning import tune_for_serving
@@ -67,9 +70,9 @@ async def build_services(
         stack.push_async_callback(pool.close)
         checkpointer = PostgresCheckpointer(pool)
         store = AsyncPostgresStore(pool)
+        background = Background()  # every loop of the process, listed below
+        stack.push_async_callback(background.close)
         leases = ThreadLeases(pool, ttl_s=settings.thread_lease_ttl_s)
-        await leases.open()
-        stack.push_async_callback(leases.close)
         label = settings.llm_model
         if model is None:
             model, label = _chat_model(settings, stack)
@@ -98,23 +101,19 @@ async def build_services(
             ledger=PostgresWriteLedger(pool),
             write_names=frozenset(t.name for t in tools.write),
         )
-        await runs.open()
-        stack.push_async_callback(runs.close)
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
-        sweeper = RetentionSweeper(pool, settings)  # one replica at a time (advisory lock)
-        await sweeper.open()
-        stack.push_async_callback(sweeper.close)
-        outcomes = OutcomeSweeper(pool, settings)  # one replica at a time (advisory lock)
-        await outcomes.open()
-        stack.push_async_callback(outcomes.close)
         feed = ThreadFeed(pool)
-        stack.push_async_callback(feed.close)
         inspector = ThreadInspector(graph, leases, repo, archive, outcome_keeper(settings))
         # every replica; rows claimed SKIP LOCKED; a run's body rendered as the /lg API's
         render = run_webhook_renderer(pool, inspector)
         webhooks = WebhookWorker(pool, settings, render=render)
         await webhooks.open()
         stack.push_async_callback(webhooks.close)
+        add_loops(background, settings, pool, leases, runs, feed, webhooks)
+        listener = listener_for(settings, url, background)
+        if listener is not None:
+            listener.start()
+            stack.push_async_callback(listener.stop)
         yield Services(
             settings=settings,
             pool=pool,
@@ -127,6 +126,48 @@ async def build_services(
             feed=feed,
             model_label=label,
         )
+
+
+def add_loops(
+    background: Background,
+    settings: Settings,
+    pool: AsyncConnectionPool[Any],
+    leases: ThreadLeases,
+    runs: RunService,
+    feed: ThreadFeed,
+    webhooks: WebhookWorker,
+) -> None:
+    """The process's background work, all of it (app/background.py)."""
+    background.add(leases.heartbeat)
+    for loop in runs.requests.loops():  # cancels and log requests, log pruning, dead runs
+        background.add(loop)
+    background.add(feed.loop)
+    for loop in webhooks.loops():
+        background.add(loop)
+    # one replica at a time (each sweep's advisory lock)
+    retention = RetentionSweeper(pool, settings)
+    if retention.active:
+        background.add(Loop(retention.name, retention.sweep_once, retention.every_s))
+    outcomes = OutcomeSweeper(pool, settings)
+    if outcomes.active:
+        background.add(Loop(outcomes.name, outcomes.sweep_once, outcomes.every_s))
+
+
+def listener_for(settings: Settings, url: str, background: Background) -> Listener | None:
+    """The LISTEN connection that wakes the loops (DATABASE_LISTEN_URL, else the direct
+    DATABASE_URL; `off`: the loops poll at their own pace)."""
+    target = settings.database_listen_url or url
+    if target == "off":
+        return None
+    loops = background.loops
+    return Listener(
+        target,
+        {
+            "cs_run_requests": [loops["run requests"]],
+            "cs_thread_events": [loops["thread feed"]],
+            "cs_webhooks": [loops["webhook delivery"]],
+        },
+    )
 
 
 def lifespan_for(settings: Settings, model: BaseChatModel | None = None) -> Any:

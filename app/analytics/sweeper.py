@@ -1,8 +1,7 @@
 """The outcome sweep inside the service (app/analytics/sweep.py does the work).
 
-Every replica runs the loop; the sweep's advisory lock lets one of them work at a time. As
-with retention, the first sweep waits a random part of the interval, and a sweep that fails
-is tried again next time. After the sweep, with the judge on, comes the judging step
+Every replica runs the loop (app/background.py); the sweep's advisory lock lets one of them
+work at a time. After the sweep, with the judge on, comes the judging step
 (app/analytics/judging.py), outside the sweep's lock and transactions.
 """
 
@@ -16,19 +15,22 @@ from psycopg_pool import AsyncConnectionPool
 from app.analytics.judging import judge_after_sweep
 from app.analytics.sweep import SweepPolicy, sweep
 from app.config import Settings
-from app.runs.periodic import PeriodicSweep
 
 log = structlog.get_logger(__name__)
 
 
-class OutcomeSweeper(PeriodicSweep):
+class OutcomeSweeper:
     name = "outcome sweep"
 
     def __init__(self, pool: AsyncConnectionPool[Any], settings: Settings) -> None:
-        super().__init__(settings.outcomes_sweep_every_s)
+        self.every_s = settings.outcomes_sweep_every_s
         self.pool = pool
         self.settings = settings
         self.policy = SweepPolicy.from_settings(settings)
+
+    @property
+    def active(self) -> bool:
+        return self.every_s > 0
 
     async def sweep_once(self) -> None:
         swept = await sweep(self.pool, self.policy)

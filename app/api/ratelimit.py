@@ -8,13 +8,13 @@ the day's token budget are checked by the statement that opens its run (app/runs
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 from typing import Any
 
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app.background import TaskSet
 from app.config import Settings
 from app.errors import RateLimited
 from app.metrics import Metrics
@@ -111,7 +111,7 @@ class RateLimiter:
         self.limits = limits_from(settings)
         self.trusted = trusted_networks(settings.trusted_proxies)
         self._checks = 0
-        self._purges: set[asyncio.Task[None]] = set()
+        self._purges = TaskSet()
 
     def client_key(self, peer: str | None, forwarded_for: str | None) -> str:
         return ip_key(client_ip(peer, forwarded_for, self.trusted))
@@ -147,9 +147,7 @@ class RateLimiter:
         self._checks += 1
         if self._checks % PURGE_EVERY:
             return
-        task = asyncio.get_running_loop().create_task(self._purge())
-        self._purges.add(task)
-        task.add_done_callback(self._purges.discard)
+        self._purges.spawn(self._purge(), "rate limit purge")
 
     async def _purge(self) -> None:
         try:

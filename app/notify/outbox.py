@@ -3,13 +3,13 @@ send it, and delivered by the sender once that transaction has committed."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import structlog
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from app.background import TaskSet
 from app.notify.senders import Message, Sender
 
 log = structlog.get_logger(__name__)
@@ -22,7 +22,7 @@ class Outbox:
     def __init__(self, pool: AsyncConnectionPool[Any], sender: Sender) -> None:
         self.pool = pool
         self.sender = sender
-        self._deliveries: set[asyncio.Task[None]] = set()
+        self._deliveries = TaskSet()
 
     async def record(
         self,
@@ -49,9 +49,7 @@ class Outbox:
 
     def deliver_later(self, outbox_id: int, message: Message) -> None:
         """Deliver in the background: the caller's answer never waits for (or reveals) it."""
-        task = asyncio.create_task(self._deliver(outbox_id, message))
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+        self._deliveries.spawn(self._deliver(outbox_id, message), "outbox delivery")
 
     async def _deliver(self, outbox_id: int, message: Message) -> None:
         delivered = False
@@ -77,11 +75,7 @@ class Outbox:
 
     async def aclose(self) -> None:
         """Let deliveries under way finish (for a while), then close the sender."""
-        pending = set(self._deliveries)
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=CLOSE_GRACE_S)
-            for task in late:
-                task.cancel()
+        await self._deliveries.close(CLOSE_GRACE_S)
         await self.sender.aclose()
 
 

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import dataclasses
 import hashlib
 import hmac
 import json
-import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -39,13 +37,15 @@ import structlog
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from app.background import Loop
 from app.config import DEV_SECRET, WEBHOOK_SECRET_PREFIX, Settings, webhook_signing_key
 from app.jsonbytes import json_bytes
 from app.notify.destinations import HostPolicy, RefusedDestination, resolve
 
 log = structlog.get_logger(__name__)
 
-POLL_S = 1.0  # an event's first try starts within about this long
+POLL_S = 1.0  # without LISTEN: an event's first try starts within about this long
+FALLBACK_S = 10.0  # with LISTEN (cs_webhooks wakes the loop): a retry that falls due waits
 BATCH = 20  # rows claimed (and sent concurrently) per statement
 LEASE_MARGIN_S = 10.0  # a claimed row is due again this long after its timeout
 GIVE_UP_AFTER_S = 24 * 3600.0  # an event failing for a day is given up
@@ -159,7 +159,7 @@ class WebhookWorker:
         self.base_s = settings.handoff_webhook_backoff_base_s
         self.cap_s = settings.handoff_webhook_backoff_cap_s
         self._client = client
-        self._task: asyncio.Task[None] | None = None
+        self.delivery: Loop | None = None  # set by `loops`
         if self.url and secret is None:
             log.warning("HANDOFF_WEBHOOK_SECRET unset: webhooks signed with the dev secret")
 
@@ -170,14 +170,20 @@ class WebhookWorker:
     async def open(self) -> None:
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout_s, follow_redirects=False)
-        self._task = asyncio.create_task(self._run())
+
+    def loops(self) -> list[Loop]:
+        """Delivery (woken by `cs_webhooks`; a full round runs again at once) and the daily
+        housekeeping, on the process's background mechanism."""
+        self.delivery = Loop(
+            "webhook delivery",
+            self.deliver_due,
+            POLL_S,
+            when=lambda: self.enabled or self.render is not None,
+            fallback_s=FALLBACK_S,
+        )
+        return [self.delivery, Loop("webhook housekeeping", self.housekeep, HOUSEKEEPING_EVERY_S)]
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -316,6 +322,8 @@ class WebhookWorker:
             )
             row = await cur.fetchone()
         given_up = bool(row and row["given_up"])
+        if not given_up and self.delivery is not None:  # no NOTIFY says a retry is due
+            asyncio.get_running_loop().call_later(delay_s, self.delivery.wake)
         log.warning(
             "webhook given up" if given_up else "webhook failed; retrying",
             event_id=event.event_id,
@@ -331,19 +339,3 @@ class WebhookWorker:
         async with self.pool.connection() as conn:
             await conn.execute(_GIVE_UP, {"give_up_s": GIVE_UP_AFTER_S})
             await conn.execute(_PRUNE, {"keep_s": KEEP_S})
-
-    async def _run(self) -> None:
-        next_housekeeping = time.monotonic() + random.uniform(0, HOUSEKEEPING_EVERY_S)
-        while True:
-            claimed = 0
-            try:
-                if self.enabled or self.render is not None:
-                    claimed = await self.deliver_due()
-                if time.monotonic() >= next_housekeeping:
-                    next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_S
-                    await self.housekeep()
-            except Exception as error:  # the database is away: next round
-                log.warning("webhook round failed", error_type=type(error).__name__)
-            if not claimed:  # a full round may have more behind it
-                polling = self.enabled or self.render is not None
-                await asyncio.sleep(POLL_S if polling else HOUSEKEEPING_EVERY_S)

@@ -7,7 +7,6 @@ it; a page that falls far behind is closed and comes back with `Last-Event-ID`."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,9 +14,12 @@ from typing import Any
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app.background import Loop
+
 log = structlog.get_logger(__name__)
 
-POLL_S = 0.3
+POLL_S = 0.3  # without LISTEN
+FALLBACK_S = 5.0  # with LISTEN: only a lost notification waits this long
 PER_THREAD = 200  # rows of one thread per poll: one busy thread does not starve the rest
 BEHIND_LIMIT = 2000  # rows queued for one page before it is closed (it reconnects)
 
@@ -42,17 +44,24 @@ class ThreadFeed:
         self.pool = pool
         self.poll_s = poll_s
         self._followers: dict[str, set[_Follower]] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        # Woken by `cs_thread_events` (app/db/listen.py) and by a page that starts following;
+        # no query while no page follows a thread.
+        self.loop = Loop(
+            "thread feed",
+            self._poll_safely,
+            poll_s,
+            when=lambda: bool(self._followers),
+            jitter=False,
+            fallback_s=FALLBACK_S,
+        )
 
     async def follow(self, thread_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
         """The thread's events after id `after` (`id`, `kind`, `data`), then new ones as
         they come, until the caller stops (or falls BEHIND_LIMIT rows behind)."""
         follower = _Follower(after)
         self._followers.setdefault(thread_id, set()).add(follower)
-        self._wake.set()  # catch up now, not at the next poll
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._poll_forever())
+        self.loop.start()  # (once: the lifespan may have started it already)
+        self.loop.wake()  # catch up now, not at the next poll
         try:
             while (row := await follower.queue.get()) is not None:
                 yield row
@@ -64,23 +73,14 @@ class ThreadFeed:
                     del self._followers[thread_id]
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self.loop.stop()
 
-    async def _poll_forever(self) -> None:
-        while self._followers:
-            try:
-                full = await self.poll()
-            except Exception as error:  # the database is away: the pages wait, try again
-                log.warning("could not poll thread events", error_type=type(error).__name__)
-                full = False
-            if full:
-                continue  # a thread has more than a poll's worth: read on at once
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_s)
+    async def _poll_safely(self) -> bool:
+        try:
+            return await self.poll()
+        except Exception as error:  # the database is away: the pages wait, try again
+            log.warning("could not poll thread events", error_type=type(error).__name__)
+            return False
 
     async def poll(self) -> bool:
         """One query for every followed thread; True when a thread had a full batch."""

@@ -14,8 +14,6 @@ renews its leases every third of that time, and every fenced commit renews its o
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from typing import Any
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
+from app.background import Loop
 from app.fencing import Lease
 from app.metrics import lock_wait, timed
 
@@ -66,17 +65,22 @@ class ThreadLeases:
         self.owner = uuid.uuid4().hex  # this process instance
         self._held: dict[str, Lease] = {}
         self._on_lost: dict[str, Callable[[], None]] = {}
-        self._heartbeat: asyncio.Task[None] | None = None
+        # A third of the TTL, so two renewals can fail before a lease runs out; the database
+        # away, the fences decide. No query while the process holds no lease.
+        self.heartbeat = Loop(
+            "lease heartbeat",
+            self.renew,
+            self.ttl_ms / 3000,
+            when=lambda: bool(self._held),
+            jitter=False,
+        )
 
     async def open(self) -> None:
-        self._heartbeat = asyncio.create_task(self._renew_forever())
+        """Start the heartbeat alone (the lifespan adds it to the process's loops)."""
+        self.heartbeat.start()
 
     async def close(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
+        await self.heartbeat.stop()
 
     @timed(lock_wait)
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
@@ -156,11 +160,3 @@ class ThreadLeases:
             callback = self._on_lost.pop(lease.thread_id, None)
             if callback is not None:
                 callback()
-
-    async def _renew_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self.ttl_ms / 3000)
-            try:
-                await self.renew()
-            except Exception as error:  # the database is away: the fences decide
-                log.warning("could not renew thread leases", error_type=type(error).__name__)

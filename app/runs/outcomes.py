@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from app import tracing
+from app.background import TaskSet
 from app.config import Settings
 from app.db.checkpointer import HeldRows
 from app.metrics import Metrics
@@ -67,7 +68,7 @@ class Outcomes:
         self.repo = repo
         self.settings = settings
         self.metrics = metrics
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet()
 
     async def close(
         self,
@@ -182,9 +183,7 @@ class Outcomes:
         log.error("gave up recording a run's outcome", run_id=run.run_id)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coroutine, "run outcome")
 
     def count(
         self, recorder: TurnRecorder, status: str, seconds: float, first_token_s: float | None

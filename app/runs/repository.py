@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
@@ -25,6 +26,16 @@ from app.runs.statements import (
 
 _RUN_FIELDS = """run_id, status, created_at, finished_at, owner, ttft_ms,
     result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id"""
+
+
+# A cancel or a log request, and the NOTIFY that wakes the run's owner at once
+# (app/db/sql/60_notify.sql); its poll finds it within REQUEST_POLL_S otherwise.
+_REQUEST = """WITH asked AS (
+        UPDATE runs SET {column} = true
+        WHERE thread_id = %s AND run_id = %s AND status = 'running'
+        RETURNING run_id
+    )
+    SELECT run_id, pg_notify('cs_run_requests', '') FROM asked"""
 
 
 class RunRepository:
@@ -272,10 +283,7 @@ class RunRepository:
         column = {"cancel": "cancel_requested", "tail": "tail_requested"}[what]
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                f"""UPDATE runs SET {column} = true
-                    WHERE thread_id = %s AND run_id = %s AND status = 'running'
-                    RETURNING run_id""",
-                (thread_id, run_id),
+                sql.SQL(_REQUEST).format(column=sql.Identifier(column)), (thread_id, run_id)
             )
             return await cur.fetchone() is not None
 

@@ -1,8 +1,8 @@
 """The retention sweep inside the service (app/db/retention.py does the work).
 
-Every replica runs the loop; the sweep's advisory lock lets one of them work at a time. The
-first sweep waits a random part of the interval, so replicas started together do not all
-try at once, and a sweep that fails (the database is away) is tried again next time.
+Every replica runs the loop (app/background.py: the first sweep after a random part of the
+interval, a failed one tried again next time); the sweep's advisory lock lets one of them
+work at a time.
 """
 
 from __future__ import annotations
@@ -15,23 +15,22 @@ from psycopg_pool import AsyncConnectionPool
 from app.analytics.sweep import outcome_keeper
 from app.config import Settings
 from app.db.retention import Policy, sweep
-from app.runs.periodic import PeriodicSweep
 
 log = structlog.get_logger(__name__)
 
 
-class RetentionSweeper(PeriodicSweep):
+class RetentionSweeper:
     name = "retention sweep"
 
     def __init__(self, pool: AsyncConnectionPool[Any], settings: Settings) -> None:
-        super().__init__(settings.retention_sweep_every_s)
+        self.every_s = settings.retention_sweep_every_s
         self.pool = pool
         self.policy = Policy.from_settings(settings)
         self.keep = outcome_keeper(settings)  # an expiring thread's outcome stays
 
     @property
     def active(self) -> bool:
-        return super().active and self.policy.active
+        return self.every_s > 0 and self.policy.active
 
     async def sweep_once(self) -> None:
         swept = await sweep(self.pool, self.policy, keep=self.keep)

@@ -31,7 +31,7 @@ from app.runs.executor import Executor
 from app.runs.held import HeldThreads
 from app.runs.leases import ThreadLeases
 from app.runs.limits import PostGate
-from app.runs.poller import RequestPoller
+from app.runs.poller import RunRequests
 from app.runs.repository import RunRepository
 from app.runs.run import Run, human_message_id
 from app.runs.statements import Begun
@@ -69,19 +69,13 @@ class RunService:
             graph, settings, leases, repo, metrics, ledger=ledger, write_names=write_names
         )
         self.held = HeldThreads(graph, settings, repo, leases)
-        self.poller = RequestPoller(
+        self.requests = RunRequests(
             repo,
             self.executor.live,
             self.executor.cancel_here,
             log_ttl_s=settings.run_log_ttl_s,
             lease_ttl_s=settings.thread_lease_ttl_s,
         )
-
-    async def open(self) -> None:
-        self.poller.open()
-
-    async def close(self) -> None:
-        await self.poller.close()
 
     async def wait_idle(self, grace_s: float) -> None:
         await self.executor.wait_idle(grace_s)

@@ -32,7 +32,9 @@ async def declined_conversation(
     model.use(
         Script(
             [
-                Reply.call("cancel_pending_order", order_id=PENDING_ORDER, reason="by mistake"),
+                Reply.call(
+                    "cancel_pending_order", order_id=PENDING_ORDER, reason="ordered by mistake"
+                ),
                 Reply.say("All right, I left the order as it is."),
             ]
         )

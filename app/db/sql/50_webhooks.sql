@@ -47,6 +47,7 @@ BEGIN
                                      'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                 'data', data))
     ON CONFLICT (thread_event_id) DO NOTHING;
+    PERFORM pg_notify('cs_webhooks', '');  -- wakes a delivery loop (app/db/listen.py)
     RETURN NULL;
 END $$;
 
@@ -78,6 +79,7 @@ BEGIN
                 'ended_at', to_char(coalesce(NEW.finished_at, now()) AT TIME ZONE 'UTC',
                                     'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
     ON CONFLICT (run_id) DO NOTHING;
+    PERFORM pg_notify('cs_webhooks', '');
     RETURN NULL;
 END $$;
 
