@@ -381,6 +381,24 @@ class TestChangeAddress:
             {"order_id": PENDING, **self.FIELDS},
         )
 
+    def test_send_the_order_to_an_address_with_no_second_line(self) -> None:
+        # The eval task order-address-no-unit, as its customer words it.
+        reply = Chat().ask(
+            f"Can you send order {PENDING} to 120 River Road, Baltimore, MD, USA, 21201 instead?"
+        )
+        assert called(reply) == (
+            "modify_pending_order_address",
+            {
+                "order_id": PENDING,
+                "address1": "120 River Road",
+                "address2": "",
+                "city": "Baltimore",
+                "state": "MD",
+                "country": "USA",
+                "zip": "21201",
+            },
+        )
+
     def test_chinese_request(self) -> None:
         reply = Chat().ask(f"把订单 {PENDING} 的地址改成 {self.NEW}")
         assert called(reply)[0] == "modify_pending_order_address"
