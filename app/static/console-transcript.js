@@ -80,7 +80,7 @@ export class Transcript {
   }
 
   toolResult(m) {
-    const summary = resultSummary(m.status === "error" ? "error" : "ok", m.content);
+    const summary = resultSummary(m.status === "error" ? "error" : "ok", m.content, m.name);
     const result = h(
       "details",
       { class: "tool-result", dataset: { testid: "transcript-tool-result" } },
