@@ -292,6 +292,8 @@ class TestAnalyticsApi:
         (period,) = body["periods"]
         totals = body["totals"]
         assert set(period) == {"start", *totals}
+        # When a conversation is counted, for the page to say (the server's settings).
+        assert (body["idle_min"], body["sweep_every_s"]) == (30.0, 0.0)
         assert set(totals) == {
             "conversations", "resolved", "handed_off", "abandoned", "failed",
             "resolution_rate", "handoff_rate", "tool_error_rate", "cost_usd",
