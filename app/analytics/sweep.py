@@ -5,7 +5,10 @@ transaction, idle or not: an outcome outlives its thread, and is computed before
 
 A thread is due when it has a run, none of its runs is still going, it is idle for
 `CONVERSATION_IDLE_MIN` (no turn, no run started) or a person has it (handed off), and it
-has no outcome or had activity since its outcome was computed. So a sweep that stopped half
+has no outcome or had activity since its outcome was computed. A handed-off conversation's
+outcome is taken at the handoff, not after idleness, so it follows what comes next at once
+too: the person, then the agent again after a hand-back (else it stayed as it was at the
+handoff until the conversation went quiet). So a sweep that stopped half
 way (a crash, the database away) leaves the rest due, and one run again finds nothing to do.
 
 Like the retention sweep, every batch is one transaction that first takes
@@ -43,7 +46,7 @@ _DUE = """SELECT t.thread_id, t.user_id, t.created_at,
     LEFT JOIN conversation_outcomes o ON o.thread_id = t.thread_id
     WHERE t.thread_id > %(after)s AND a.last_run IS NOT NULL
       AND (greatest(t.updated_at, a.last_run) < now() - make_interval(secs => %(idle_s)s)
-           OR coalesce(l.control, 'agent') <> 'agent')
+           OR coalesce(l.control, 'agent') <> 'agent' OR o.result = 'handed_off')
       AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id
           AND r.status = 'running'
           AND r.created_at > now() - make_interval(secs => %(running_s)s))

@@ -35,6 +35,8 @@ _COUNTRIES = {
 # Where the address starts in "change the address of #W1234567 to 123 Main St, ...".
 _LEAD_IN = re.compile(r"(?:\bto\b|\bis\b|:|：|改成|改为|换成|变更为|更改为)\s*", re.I)
 _STREET = re.compile(r"\d")
+# What people put after an address: "..., 21201 instead?", "..., 78701 please."
+_TRAILER = re.compile(r"(?:[\s,，]+(?:instead|please|thanks|thank you))*[\s.。?？!！]*$", re.I)
 
 FIELDS = ("address1", "address2", "city", "state", "country", "zip")
 
@@ -68,7 +70,7 @@ def address_text(text: str) -> str:
     """The part of the message after its last lead-in ("... to 123 Main St, ...")."""
     starts = [m.end() for m in _LEAD_IN.finditer(text)]
     tail = text[starts[-1] :] if starts else text
-    return tail.strip().rstrip(".。")
+    return _TRAILER.sub("", tail.strip())
 
 
 def parse_address(text: str) -> ParsedAddress | None:

@@ -29,14 +29,78 @@ STATUS_NOTES: dict[str, dict[Lang, str]] = {
         "en": "If something is wrong with it, I can start a return.",
         "zh": "如有问题，我可以为您办理退货。",
     },
-    "cancelled": {"en": "It was cancelled.", "zh": "该订单已取消。"},
+}
+# An order's status as a sentence: the shop's statuses are not all adjectives ("return
+# requested"), and "cancelled" needs no note saying it again.
+STATUS_SENTENCES: dict[str, dict[Lang, str]] = {
+    "pending": {"en": "Order {order_id} is pending.", "zh": "订单 {order_id} 尚未发货。"},
+    "processed": {
+        "en": "Order {order_id} has been processed.",
+        "zh": "订单 {order_id} 已处理。",
+    },
+    "delivered": {
+        "en": "Order {order_id} has been delivered.",
+        "zh": "订单 {order_id} 已送达。",
+    },
+    "cancelled": {"en": "Order {order_id} is cancelled.", "zh": "订单 {order_id} 已取消。"},
+    "pending (item modified)": {
+        "en": "Order {order_id} is pending, with its items changed.",
+        "zh": "订单 {order_id} 尚未发货，商品已修改。",
+    },
+    "return requested": {
+        "en": "A return has been requested for order {order_id}.",
+        "zh": "订单 {order_id} 已申请退货。",
+    },
+    "exchange requested": {
+        "en": "An exchange has been requested for order {order_id}.",
+        "zh": "订单 {order_id} 已申请换货。",
+    },
+}
+UNKNOWN_STATUS: dict[Lang, str] = {
+    "en": "Order {order_id}: {status}.",
+    "zh": "订单 {order_id} 的状态：{status}。",
 }
 LABELS: dict[str, dict[Lang, str]] = {
-    "order": {"en": "Order {order_id} is {status}.", "zh": "订单 {order_id} 的状态：{status}。"},
     "items": {"en": "Items:", "zh": "商品："},
     "tracking": {"en": "Tracking: {ids}.", "zh": "物流单号：{ids}。"},
     "total": {"en": "Total: {total}.", "zh": "合计：{total}。"},
 }
+# Payment methods as the confirmation card words them (app/tools/summaries.py `_method`),
+# from the method's id; a credit card's last four digits only the customer's details show.
+_CARD_ENDING = re.compile(r"^(?P<id>\S+): credit card\b.* ending (?P<last4>\d{4})\b")
+METHOD_WORDS: dict[str, dict[Lang, str]] = {
+    "credit_card": {"en": "your credit card", "zh": "您的信用卡"},
+    "credit_card_ending": {"en": "credit card ending {last4}", "zh": "尾号 {last4} 的信用卡"},
+    "gift_card": {"en": "gift card ending {last4}", "zh": "尾号 {last4} 的礼品卡"},
+    "paypal": {"en": "PayPal", "zh": "PayPal"},
+    "other": {"en": "the original payment method", "zh": "原支付方式"},
+}
+
+
+def status_sentence(order_id: str, status: str, lang: Lang) -> str:
+    """ "Order #W1 is pending.", "A return has been requested for order #W1."."""
+    template = STATUS_SENTENCES.get(status, {}).get(lang) or UNKNOWN_STATUS[lang]
+    return template.format(order_id=order_id, status=status)
+
+
+def card_endings(customer_texts: list[str]) -> dict[str, str]:
+    """{method id: last four digits} of the credit cards get_user_details listed."""
+    found: dict[str, str] = {}
+    for text in customer_texts:
+        for entry in entries(text, "payment methods"):
+            if card := _CARD_ENDING.match(entry):
+                found[card.group("id")] = card.group("last4")
+    return found
+
+
+def method_words(method_id: str, lang: Lang, endings: dict[str, str] | None = None) -> str:
+    """A payment method for the customer: "PayPal", "gift card ending 5904", never its id."""
+    if method_id in (endings or {}):
+        return METHOD_WORDS["credit_card_ending"][lang].format(last4=(endings or {})[method_id])
+    source = method_id.rsplit("_", 1)[0]
+    if source == "gift_card":
+        return METHOD_WORDS["gift_card"][lang].format(last4=method_id[-4:])
+    return METHOD_WORDS.get(source, METHOD_WORDS["other"])[lang]
 
 
 def money(value: Any) -> str:
@@ -81,7 +145,7 @@ def order_status(result: Result, lang: Lang) -> str:
         return found(result, lang)
     status = order.status
     order_id = order.order_id or result.args.get("order_id") or ""
-    lines = [_line("order", lang, order_id=order_id, status=status)]
+    lines = [status_sentence(order_id, status, lang)]
     note = STATUS_NOTES.get(status)
     if note:
         lines[0] += (" " if lang == "en" else "") + note[lang]
@@ -123,7 +187,7 @@ def shipping(result: Result, lang: Lang) -> str:
     )
 
 
-def refund_note(order: OrderText, lang: Lang) -> str:
+def refund_note(order: OrderText, lang: Lang, endings: dict[str, str] | None = None) -> str:
     """The refunds the change added to the order's payment history."""
     refunds = [p for p in order.payments if p.kind == "refund"]
     if not refunds:
@@ -134,13 +198,14 @@ def refund_note(order: OrderText, lang: Lang) -> str:
         "refund",
         lang,
         amount=money(last.amount),
-        method=last.method,
+        method=method_words(last.method, lang, endings),
         timing=say(timing, lang),
     )
 
 
-def write_outcome(result: Result, lang: Lang) -> str:
-    """After a change: what happened, from the tool's own answer."""
+def write_outcome(result: Result, lang: Lang, endings: dict[str, str] | None = None) -> str:
+    """After a change: what happened, from the tool's own answer (`endings`: the credit
+    cards' last digits, when the conversation has them)."""
     if result.is_declined:
         return say("declined", lang)
     if result.is_error:
@@ -152,7 +217,7 @@ def write_outcome(result: Result, lang: Lang) -> str:
         return found(result, lang)
     order_id = order.order_id or result.args.get("order_id") or ""
     if result.name == "cancel_pending_order":
-        return say("cancelled", lang, order_id=order_id, refund=refund_note(order, lang))
+        return say("cancelled", lang, order_id=order_id, refund=refund_note(order, lang, endings))
     if result.name == "modify_pending_order_address":
         return say("address_changed", lang, order_id=order_id, address=order.ship_to)
     if result.name == "return_delivered_order_items":
@@ -168,7 +233,7 @@ def write_outcome(result: Result, lang: Lang) -> str:
             items=", ".join(i.name for i in items) or "the items",
             order_id=order_id,
             amount=money(items_total(items)),
-            method=method,
+            method=method_words(str(method or ""), lang, endings),
         )
     return found(result, lang)
 

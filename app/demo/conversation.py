@@ -197,6 +197,10 @@ class Conversation:
     def user_texts(self) -> list[str]:
         return [turn.text for turn in self.turns]
 
+    def results_of(self, tool: str) -> list[str]:
+        """What `tool` answered in this conversation (successful results only)."""
+        return [r.body for t in self.turns for r in t.results if r.name == tool and r.ok]
+
     def task(self) -> Task | None:
         """What the customer is asking for now, or None (small talk, or a finished task)."""
         if not self.turns:

@@ -90,6 +90,13 @@ _POLICY_TOPICS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bdamaged|\bbroken|损坏|破损|坏了", re.I), "damaged item"),
 )
 _HOW_LONG_ZH = re.compile(r"多久|多长时间|几天|多少天")
+# "send order #W… to 120 River Road, Baltimore, …": a new address named by its street line (a
+# number, words, a comma), asked about one order; "ship 2 kg to 300 km" has no order.
+_SEND_TO_STREET = re.compile(
+    r"\b(?:send|ship|deliver|redirect|forward)\b.{0,60}?"
+    r"\b(?:to|at)\s+\d+[A-Za-z]?\s+[A-Za-z][^,\d]*,",
+    re.I,
+)
 _OWN_ORDER = re.compile(
     r"\b(?:my|this|that|these|those|our) (?:order|package|parcel|purchase|item|items)\b|"
     r"我的订单|这个订单|这笔订单|我的包裹",
@@ -169,7 +176,8 @@ def intent_of(text: str) -> Intent | None:
     if not has_order and is_policy_question(text):
         return "policy"
     for intent, pattern in _INTENTS:
-        if not pattern.search(text):
+        sends_to = intent == "address" and has_order and _SEND_TO_STREET.search(text)
+        if not (pattern.search(text) or sends_to):
             continue
         if intent == "orders" and has_order:
             return "status"  # "我的订单 #W… 到哪了" asks about one order

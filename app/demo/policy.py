@@ -200,7 +200,7 @@ def _after_identity(conversation: Conversation, result: Result) -> Reply:
     task = verified.task()
     if task is not None and task.intent not in ("greeting", "help"):
         return _run(task, verified)
-    return Reply.say(say("verified", lang, user_id=user_id))
+    return Reply.say(say("verified", lang))
 
 
 def _after_order_status(conversation: Conversation, result: Result) -> Reply:
@@ -209,17 +209,19 @@ def _after_order_status(conversation: Conversation, result: Result) -> Reply:
     if status is None:
         return Reply.say(say("no_order_match", lang))
     order_id = field_of(result.body, "order_id") or ""
-    return Reply.say(say("status_only", lang, order_id=order_id, status=status))
+    state = answers.status_sentence(order_id, status, lang)
+    return Reply.say(say("status_only", lang, state=state))
 
 
 def _after_order_details(conversation: Conversation, result: Result) -> Reply:
     task = conversation.task()
     if task is not None and task.intent == "return":
-        return _return_items(task, result, conversation.lang)
+        return _return_items(task, result, conversation)
     return Reply.say(answers.order_status(result, conversation.lang))
 
 
-def _return_items(task: Task, result: Result, lang: Lang) -> Reply:
+def _return_items(task: Task, result: Result, conversation: Conversation) -> Reply:
+    lang = conversation.lang
     if not result.ok:
         return Reply.say(say("lookup_failed", lang, problem=answers.problem(result)))
     order = order_of(result.body)
@@ -227,7 +229,8 @@ def _return_items(task: Task, result: Result, lang: Lang) -> Reply:
         return Reply.say(answers.found(result, lang))
     order_id = order.order_id or str(result.args.get("order_id") or "")
     if order.status != "delivered":
-        return Reply.say(say("not_returnable", lang, order_id=order_id, status=order.status))
+        state = answers.status_sentence(order_id, order.status, lang)
+        return Reply.say(say("not_returnable", lang, state=state))
     items = order.items
 
     def chosen_in(text: str) -> list[str] | None:
@@ -260,9 +263,18 @@ def _return_items(task: Task, result: Result, lang: Lang) -> Reply:
             items=", ".join(i.name for i in picked),
             order_id=order_id,
             amount=answers.money(answers.items_total(picked)),
-            method=method,
+            method=answers.method_words(method, lang, _card_endings(conversation)),
         )
     )
+
+
+def _card_endings(conversation: Conversation) -> dict[str, str]:
+    return answers.card_endings(conversation.results_of("get_user_details"))
+
+
+def _after_write(conversation: Conversation, result: Result) -> Reply:
+    endings = _card_endings(conversation)
+    return Reply.say(answers.write_outcome(result, conversation.lang, endings))
 
 
 def _after_help_search(conversation: Conversation, result: Result) -> Reply:
@@ -293,10 +305,10 @@ _AFTER: dict[str, Callable[[Conversation, Result], Reply]] = {
     "get_order_details": _after_order_details,
     "get_user_details": _answer_with(answers.orders_list),
     "calc_shipping": _answer_with(answers.shipping),
-    "cancel_pending_order": _answer_with(answers.write_outcome),
-    "modify_pending_order_address": _answer_with(answers.write_outcome),
-    "return_delivered_order_items": _answer_with(answers.write_outcome),
-    "transfer_to_human_agents": _answer_with(answers.write_outcome),
+    "cancel_pending_order": _after_write,
+    "modify_pending_order_address": _after_write,
+    "return_delivered_order_items": _after_write,
+    "transfer_to_human_agents": _after_write,
     "search_help_center": _after_help_search,
     "get_help_article": _after_help_article,
 }

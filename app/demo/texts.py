@@ -77,10 +77,9 @@ _TEXTS: dict[str, dict[Lang, str]] = {
         "zh": "该验证码已失效。请再次发送您的邮箱地址，我会重新发送验证码。",
     },
     "status_only": {
-        "en": "Order {order_id} is {status}. For its details, or to change it, I'll first "
-        "verify you with a code sent to your email: just ask.",
-        "zh": "订单 {order_id} 的状态：{status}。如需查看详情或修改订单，我会先向您的邮箱发送"
-        "验证码核实身份，告诉我即可。",
+        "en": "{state} For its details, or to change it, I'll first verify you with a code "
+        "sent to your email: just ask.",
+        "zh": "{state}如需查看详情或修改订单，我会先向您的邮箱发送验证码核实身份，告诉我即可。",
     },
     "no_order_match": {
         "en": (
@@ -90,8 +89,8 @@ _TEXTS: dict[str, dict[Lang, str]] = {
         "zh": "没有找到与该订单号和邮箱匹配的订单，请核对后重试。",
     },
     "verified": {
-        "en": "Thanks, you're verified as {user_id}. How can I help?",
-        "zh": "谢谢，已核实您的身份（{user_id}）。请问需要什么帮助？",
+        "en": "Thanks, you're verified. How can I help?",
+        "zh": "谢谢，已核实您的身份。请问需要什么帮助？",
     },
     "ask_order_id": {
         "en": (
@@ -169,8 +168,8 @@ _TEXTS: dict[str, dict[Lang, str]] = {
         "zh": "您想退订单 {order_id} 里的哪些商品？{items}。也可以回复“全部”。",
     },
     "not_returnable": {
-        "en": "Order {order_id} is {status}; only delivered orders can be returned.",
-        "zh": "订单 {order_id} 的状态是 {status}，只有已送达的订单可以退货。",
+        "en": "{state} Only delivered orders can be returned.",
+        "zh": "{state}只有已送达的订单可以退货。",
     },
     "confirm_return": {
         "en": (

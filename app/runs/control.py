@@ -215,13 +215,39 @@ class Controls:
         return rows
 
     async def history(self, thread_id: str) -> list[dict[str, Any]]:
+        """Each change of control, oldest first, with the names the staff signed in with
+        (`actor_name`, `assignee_name`): the history keeps ids, the control event of the same
+        version keeps the name of whoever held the thread after it."""
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                """SELECT version, action, actor,
-                          coalesce(lag(control) OVER (ORDER BY id), 'agent') AS "from",
-                          control AS "to", assignee, note, at
-                   FROM control_history WHERE thread_id = %s ORDER BY id""",
-                (thread_id,),
-            )
+            cur = await conn.execute(_HISTORY, (thread_id,))
             rows: list[dict[str, Any]] = await cur.fetchall()
-        return [{**r, "at": r["at"].isoformat()} for r in rows]
+        return [_named(r) for r in rows]
+
+
+_HISTORY = """SELECT h.version, h.action, h.actor,
+        coalesce(lag(h.control) OVER w, 'agent') AS "from", h.control AS "to", h.assignee,
+        h.note, h.at, e.name AS assignee_name,
+        lag(h.assignee) OVER w AS held_by, lag(e.name) OVER w AS held_by_name
+    FROM control_history h
+    LEFT JOIN LATERAL (
+        SELECT ev.data->>'assignee_name' AS name FROM thread_events ev
+        WHERE ev.thread_id = h.thread_id AND ev.kind = 'control'
+          AND ev.data->>'version' = h.version::text
+        ORDER BY ev.id DESC LIMIT 1) e ON true
+    WHERE h.thread_id = %s
+    WINDOW w AS (ORDER BY h.id)
+    ORDER BY h.id"""
+
+
+def _named(row: dict[str, Any]) -> dict[str, Any]:
+    """A history row with the actor's name: the person it went to (accept, take over) or
+    the one who held it before (transfer, release); None for the assistant."""
+    held_by, held_by_name = row.pop("held_by"), row.pop("held_by_name")
+    actor = row["actor"]
+    if actor == row["assignee"]:
+        actor_name = row["assignee_name"]
+    elif actor == held_by:
+        actor_name = held_by_name
+    else:
+        actor_name = None
+    return {**row, "actor_name": actor_name, "at": row["at"].isoformat()}

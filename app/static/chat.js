@@ -351,7 +351,7 @@ export class ChatView {
   toolResult({ id, name, status, content }) {
     this.endBubble();
     const line = (id && this.tools.get(id)) || this.toolCall({ id, name, args: {} });
-    const summary = resultSummary(status, content);
+    const summary = resultSummary(status, content, name);
     line.dataset.status = summary.kind;
     line.querySelector(".tool-result")?.remove();
     line.append(

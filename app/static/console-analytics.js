@@ -17,6 +17,7 @@ const PAGE = 50;
 const $ = (id) => document.getElementById(id);
 const pct = (v) => `${(v * 100).toFixed(1)}%`;
 const usd = (v) => `$${Number(v).toFixed(4)}`;
+const minutes = (n) => `${Number(n.toFixed(1))} minute${n === 1 ? "" : "s"}`;
 const ms = (v) => (v === null || v === undefined ? "–" : `${Math.round(v)} ms`);
 
 /** Where the console opens a conversation (console.js reads the hash). */
@@ -74,10 +75,23 @@ class AnalyticsPage {
       return;
     }
     this.say("");
+    this.sayWhen(this.summary);
     $("analytics").hidden = false;
     this.showTotals(this.summary.totals);
     this.drawCharts();
     await this.loadFlagged(true);
+  }
+
+  /** Why a conversation of a minute ago is not here yet: outcomes wait for it to go quiet. */
+  sayWhen({ idle_min: idle, sweep_every_s: every }) {
+    const el = $("when");
+    if (idle === undefined) return;
+    const quiet = idle > 0 ? `${minutes(idle)} after they go quiet` : "once they go quiet";
+    const sweep = every > 0
+      ? `, at the next sweep (every ${every >= 60 ? minutes(every / 60) : `${every} seconds`})`
+      : ", when `cs-agent outcomes refresh` runs";
+    el.textContent = `Conversations appear here ${quiet} (a handed-off one at once)${sweep}.`;
+    el.hidden = false;
   }
 
   showTotals(t) {

@@ -80,7 +80,7 @@ export class Transcript {
   }
 
   toolResult(m) {
-    const summary = resultSummary(m.status === "error" ? "error" : "ok", m.content);
+    const summary = resultSummary(m.status === "error" ? "error" : "ok", m.content, m.name);
     const result = h(
       "details",
       { class: "tool-result", dataset: { testid: "transcript-tool-result" } },
@@ -113,25 +113,36 @@ function message(kind, testid, author, content) {
 }
 
 const ACTIONS = {
-  handoff: "handed off by the assistant",
+  handoff: "handed off",
   accept: "accepted",
   take_over: "taken over",
   transfer: "transferred",
   release: "handed back to the assistant",
 };
 
+/** A member of staff as the customer sees them (the name they signed in with); the id is a
+ * detail, on hover. */
+function person(id, name) {
+  if (!name || name === id) return h("span", {}, id);
+  return h("span", { class: "person", title: id }, name);
+}
+
 /** The history of who held the thread, oldest first. */
 export function renderHistory(list, history) {
   clear(list);
   for (const item of history || []) {
-    const who = item.actor === "agent" ? "the assistant" : item.actor;
-    const to = item.action === "transfer" && item.assignee ? ` to ${item.assignee}` : "";
+    const who = item.actor === "agent" ? "the assistant" : person(item.actor, item.actor_name);
+    const to = item.action === "transfer" && item.assignee ? [" to ", person(item.assignee, item.assignee_name)] : [];
     const note = item.note ? ` (note: ${item.note})` : "";
     list.append(
       h(
         "li",
         { dataset: { testid: "history-item", action: item.action } },
-        `${ACTIONS[item.action] || item.action}${to} by ${who}, ${relativeTime(item.at)}${note}`,
+        ACTIONS[item.action] || item.action,
+        ...to,
+        " by ",
+        who,
+        `, ${relativeTime(item.at)}${note}`,
       ),
     );
   }

@@ -81,8 +81,9 @@ export class ThreadList {
         h(
           "span",
           { class: "thread-meta" },
+          // No message count: the API's message_count holds tool steps too ("18 messages"
+          // after 4 exchanges), which is not what a customer would count.
           h("time", { datetime: t.updated_at, title: new Date(t.updated_at).toLocaleString() }, when),
-          t.message_count ? ` · ${t.message_count} messages` : "",
         ),
       );
       if (t.id === this.activeId) button.setAttribute("aria-current", "true");

@@ -1,17 +1,22 @@
 // Generated from the tool specs (app/tools/*.py) by `python -m app.tools.labels`;
-// do not edit. `{order}` reads 'order #W…', any other `{name}` the argument.
+// do not edit. `{order}` reads 'order #W…', any other `{name}` the argument;
+// `done` is the line for a successful result whose own words are not for the customer.
 export const TOOL_LABELS = {
   "find_user_id_by_email": {
-    "label": "Looking up your account …"
+    "label": "Looking up your account …",
+    "done": "Account found"
   },
   "find_user_id_by_name_zip": {
-    "label": "Looking up your account …"
+    "label": "Looking up your account …",
+    "done": "Account found"
   },
   "confirm_identity": {
-    "label": "Checking your code …"
+    "label": "Checking your code …",
+    "done": "Identity confirmed"
   },
   "get_user_details": {
-    "label": "Fetching your account details …"
+    "label": "Fetching your account details …",
+    "done": "Account details found"
   },
   "get_order_status": {
     "label": "Checking the status of {order} …"
@@ -33,10 +38,12 @@ export const TOOL_LABELS = {
     "label": "Calculating …"
   },
   "search_help_center": {
-    "label": "Searching the help centre …"
+    "label": "Searching the help centre …",
+    "done": "Help centre searched"
   },
   "get_help_article": {
-    "label": "Reading a help article …"
+    "label": "Reading a help article …",
+    "done": "Article read"
   },
   "remember_preference": {
     "label": "Noting your preference …"
@@ -60,9 +67,11 @@ export const TOOL_LABELS = {
     "label": "Requesting an exchange for {order} …"
   },
   "modify_user_address": {
-    "label": "Updating your address …"
+    "label": "Updating your address …",
+    "done": "Address updated"
   },
   "transfer_to_human_agents": {
-    "label": "Handing over to a human agent …"
+    "label": "Handing over to a human agent …",
+    "done": "Handed over to a human agent"
   }
 };

@@ -23,8 +23,9 @@ export function toolLabel(name, args) {
   return missing ? spec.fallback ?? `Running ${name} …` : label;
 }
 
-/** {kind: "ok"|"error"|"declined", text} for the collapsed line of a tool result. */
-export function resultSummary(status, content) {
+/** {kind: "ok"|"error"|"declined", text} for the collapsed line of a tool result. The tool's
+ * `done` line stands in for a result whose own words are not for the customer (an id). */
+export function resultSummary(status, content, name = "") {
   const text = String(content ?? "").trim();
   if (status === "error") {
     const reason = text.replace(/^Error:\s*/i, "");
@@ -33,7 +34,9 @@ export function resultSummary(status, content) {
   if (/^Declined\b/.test(text)) return { kind: "declined", text: "Declined: nothing was changed" };
   if (/^Verification started\b/.test(text)) return { kind: "ok", text: "Done · if the details match an account, a code was emailed" };
   if (/^Not verified\b/.test(text)) return { kind: "error", text: firstLine(text, 120) };
-  const gist = jsonGist(text) ?? firstLine(text, 80);
+  const done = Object.hasOwn(TOOL_LABELS, name) ? TOOL_LABELS[name].done : undefined;
+  if (done) return { kind: "ok", text: `Done · ${done}` };
+  const gist = jsonGist(text) ?? textGist(text);
   return { kind: "ok", text: `Done${gist ? ` · ${gist}` : ""}` };
 }
 
@@ -45,13 +48,40 @@ function jsonGist(text) {
   } catch {
     return null;
   }
-  if (Array.isArray(value)) return `${value.length} result${value.length === 1 ? "" : "s"}`;
+  if (Array.isArray(value)) return plural(value.length, "result");
   if (value === null || typeof value !== "object") return firstLine(String(value), 80);
+  return fieldsGist(value) ?? plural(Object.keys(value).length, "field");
+}
+
+/** The gist of a text result: a generic "Result of <tool>: 2 fields" shows its top-level
+ * `key: value` lines; a labelled first line ("Order #W1: pending, 3 items, paid … by
+ * credit_card_…") only its headline, before the first comma. */
+function textGist(text) {
+  const lines = text.split("\n");
+  const generic = lines[0].match(/^Result of \S+: (.*)$/);
+  if (generic) {
+    if (lines.length === 1) return firstLine(generic[1], 80);
+    const fields = {};
+    for (const line of lines.slice(1)) {
+      const field = line.match(/^(\w+): (.*)$/);
+      if (field) fields[field[1]] = field[2];
+    }
+    return fieldsGist(fields);
+  }
+  if (/^[A-Z][^:]{0,60}: /.test(lines[0])) return firstLine(lines[0].split(", ")[0], 80);
+  return firstLine(text, 80);
+}
+
+function fieldsGist(value) {
   const scalar = (v) => ["string", "number", "boolean"].includes(typeof v);
   const keys = Object.keys(value).filter((k) => scalar(value[k]));
   keys.sort((a, b) => (b === "status") - (a === "status"));
   const parts = keys.slice(0, 3).map((k) => `${k.replace(/_/g, " ")} ${value[k]}`);
-  return parts.length ? firstLine(parts.join(" · "), 100) : `${Object.keys(value).length} fields`;
+  return parts.length ? firstLine(parts.join(" · "), 100) : null;
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 function firstLine(text, limit) {

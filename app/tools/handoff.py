@@ -32,6 +32,7 @@ def handed_off(outcome: WriteOutcome) -> Observation:
     # that is a needless step. It changes no order or account; its ticket is still a
     # write, recorded once per key like every other.
     asks=False,
+    done="Handed over to a human agent",
 )
 def transfer_to_human_agents(
     session: Session,

@@ -17,7 +17,7 @@ MAX_BODY_CHARS = 2000
 SNIPPET_CHARS = 240  # of an article read, for the citations ledger
 
 
-@read_tool(label="Searching the help centre …")
+@read_tool(label="Searching the help centre …", done="Help centre searched")
 async def search_help_center(
     deps: ToolDeps,
     query: Annotated[
@@ -62,7 +62,7 @@ async def search_help_center(
 
 
 # An article's body is cut at 2,000 characters; the model needs all of it.
-@read_tool(label="Reading a help article …", limit=2400)
+@read_tool(label="Reading a help article …", limit=2400, done="Article read")
 async def get_help_article(
     deps: ToolDeps,
     article_id: Annotated[

@@ -146,7 +146,7 @@ async def located(deps: ToolDeps, runtime: Runtime, matches: list[str]) -> Obser
 
 # The lookups and the code are never served from the cache: each call starts or checks a
 # code, or writes the verified customer to state.
-@read_tool(label="Looking up your account …", cacheable=False)
+@read_tool(label="Looking up your account …", cacheable=False, done="Account found")
 async def find_user_id_by_email(deps: ToolDeps, email: Email, runtime: Runtime) -> Observation:
     """Find the customer by email. Use this first, even if they told you their user id.
 
@@ -161,7 +161,7 @@ async def find_user_id_by_email(deps: ToolDeps, email: Email, runtime: Runtime) 
     return await located(deps, runtime, matches)
 
 
-@read_tool(label="Looking up your account …", cacheable=False)
+@read_tool(label="Looking up your account …", cacheable=False, done="Account found")
 async def find_user_id_by_name_zip(
     deps: ToolDeps,
     first_name: Annotated[
@@ -184,7 +184,7 @@ async def find_user_id_by_name_zip(
     return await located(deps, runtime, matches)
 
 
-@read_tool(label="Checking your code …", cacheable=False)
+@read_tool(label="Checking your code …", cacheable=False, done="Identity confirmed")
 async def confirm_identity(deps: ToolDeps, code: Code, runtime: Runtime) -> Observation:
     """Finish verifying a guest with the one-time code that find_user_id_by_email (or
     find_user_id_by_name_zip) emailed to the customer.
@@ -208,7 +208,7 @@ async def confirm_identity(deps: ToolDeps, code: Code, runtime: Runtime) -> Obse
     )
 
 
-@read_tool(label="Fetching your account details …")
+@read_tool(label="Fetching your account details …", done="Account details found")
 async def get_user_details(deps: ToolDeps, user_id: UserId, runtime: Runtime) -> Observation:
     """Get the details of the verified customer: name, default address, email, payment
     methods (with gift card balances) and the ids of their orders.

@@ -15,6 +15,7 @@ from app.tools.writing import Session
     label="Updating your address …",
     confirm=Confirm("Change the default address of user {user_id}", args=summaries.user_address),
     outcome=customer_outcome,
+    done="Address updated",
 )
 def modify_user_address(
     session: Session,

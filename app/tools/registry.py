@@ -102,12 +102,15 @@ async def summarize_write(
 
 
 def page_labels() -> dict[str, dict[str, str]]:
-    """What the page says while each tool runs (app/static/tool-labels.js)."""
+    """What the page says while each tool runs, and after it when the result's own words
+    are not for the customer (app/static/tool-labels.js)."""
     labels: dict[str, dict[str, str]] = {}
     for name, spec in SPECS.items():
         labels[name] = {"label": spec.label}
         if spec.label_fallback:
             labels[name]["fallback"] = spec.label_fallback
+        if spec.done:
+            labels[name]["done"] = spec.done
     return labels
 
 
@@ -116,7 +119,8 @@ def page_labels_module() -> str:
     body = json.dumps(page_labels(), indent=2, ensure_ascii=False)
     return (
         "// Generated from the tool specs (app/tools/*.py) by `python -m app.tools.labels`;\n"
-        "// do not edit. `{order}` reads 'order #W…', any other `{name}` the argument.\n"
+        "// do not edit. `{order}` reads 'order #W…', any other `{name}` the argument;\n"
+        "// `done` is the line for a successful result whose own words are not for the customer.\n"
         f"export const TOOL_LABELS = {body};\n"
     )
 

@@ -116,6 +116,9 @@ class ToolSpec:
     label_fallback: str | None = None  # the label when an argument it names is missing
     needs_customer: bool = True  # a write refused until the customer is verified
     asks: bool = True  # a write the customer approves first; False: it changes no data
+    # The page's line for a successful result, when the result's own first line is not for
+    # the customer (an internal id, "Result of search_help_center: 1 field").
+    done: str | None = None
 
     @property
     def name(self) -> str:
@@ -167,7 +170,12 @@ class ToolSpec:
 
 
 def read_tool(
-    *, label: str, cacheable: bool = True, limit: int = DEFAULT_LIMIT, label_fallback: str = ""
+    *,
+    label: str,
+    cacheable: bool = True,
+    limit: int = DEFAULT_LIMIT,
+    label_fallback: str = "",
+    done: str = "",
 ) -> Callable[[ToolFn], ToolSpec]:
     def declare(fn: ToolFn) -> ToolSpec:
         return ToolSpec(
@@ -177,6 +185,7 @@ def read_tool(
             cacheable=cacheable,
             limit=limit,
             label_fallback=label_fallback or None,
+            done=done or None,
         )
 
     return declare
@@ -189,6 +198,7 @@ def write_tool(
     outcome: Callable[[WriteOutcome], Observation] = plain_outcome,
     needs_customer: bool = True,
     asks: bool = True,
+    done: str = "",
 ) -> Callable[[ToolFn], ToolSpec]:
     def declare(fn: ToolFn) -> ToolSpec:
         return ToolSpec(
@@ -199,6 +209,7 @@ def write_tool(
             outcome=outcome,
             needs_customer=needs_customer,
             asks=asks,
+            done=done or None,
         )
 
     return declare

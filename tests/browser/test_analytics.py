@@ -180,6 +180,11 @@ class TestAnalyticsPage:
 
         totals = console.get_by_test_id("totals")
         await expect(totals).to_contain_text("Conversations3")
+        # Why a conversation of a minute ago is not counted yet (the server's defaults).
+        await expect(console.get_by_test_id("analytics-when")).to_have_text(
+            "Conversations appear here 30 minutes after they go quiet (a handed-off one at "
+            "once), at the next sweep (every 5 minutes)."
+        )
         await console.get_by_test_id("range").select_option("7")  # the two days further apart
         await expect(console.get_by_test_id("analytics")).to_have_attribute("data-drawn", "7d")
         for testid in CHARTS:

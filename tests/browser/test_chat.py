@@ -100,6 +100,39 @@ class TestSignInAndStreaming:
         assert model_server.requests[-1].last_user_text() == "line one\nline two"
 
 
+class TestToolSummaries:
+    async def test_the_result_lines_name_no_internal_ids(
+        self, page: Page, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call("find_user_id_by_email", email="sara.doe@example.com"),
+                    Reply.call("search_help_center", query="refunds"),
+                    Reply.call("get_order_details", order_id=PENDING),
+                    Reply.say("Found it."),
+                ]
+            )
+        )
+        await sign_in(page, SARA)
+        await send(page, f"Is {PENDING} refundable?")
+        await wait_until_idle(page)
+        summaries = page.get_by_test_id("tool-summary")
+        await expect(summaries).to_have_text(
+            [
+                "Done · Account found",
+                "Done · Help centre searched",
+                f"Done · Order {PENDING}: pending",
+            ]
+        )
+        shown = " ".join(await summaries.all_inner_texts())
+        for internal in (SARA, "credit_card_", "Result of", "fields"):
+            assert internal not in shown
+        # What the model read stays one click away.
+        await summaries.first.click()
+        await expect(page.get_by_test_id("tool-content").first).to_contain_text(SARA)
+
+
 class TestSources:
     async def test_an_answer_from_a_help_article_links_to_the_article_page(
         self, page: Page, model_server: ScriptedModelServer

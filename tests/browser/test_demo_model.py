@@ -36,7 +36,7 @@ class TestDemoModel:
         self, page: Page, shop: AsyncConnectionPool[Any]
     ) -> None:
         await expect(page.get_by_test_id("demo-banner")).to_have_text(
-            "Demo model: connect a real one with OPENAI_BASE_URL"
+            "Demo model: connect a real one with OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL"
         )
         await sign_in(page, SARA)
         await ask(page, f"Please cancel order {PENDING}, I ordered it by mistake")
@@ -44,8 +44,14 @@ class TestDemoModel:
         await expect(card.get_by_test_id("pending-summary")).to_contain_text(
             f"Cancel order {PENDING}"
         )
+        await expect(card.get_by_test_id("pending-summary")).to_contain_text(
+            "credit card ending 9212"
+        )
         await card.get_by_test_id("approve").click()
         await expect(assistant_messages(page).last).to_contain_text("cancelled")
         await wait_until_idle(page)
+        # The refund goes where the card said, in words, never by the method's internal id.
+        answer = await assistant_messages(page).last.inner_text()
+        assert "goes back to your credit card" in answer and "credit_card_" not in answer
         (row,) = await f.rows(shop, "SELECT status FROM orders WHERE id = %s", PENDING)
         assert row["status"] == "cancelled"

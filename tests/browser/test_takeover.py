@@ -31,6 +31,12 @@ async def hand_off(page: Page, model_server: ScriptedModelServer) -> None:
     await send(page, "I want to talk to a person about my refund.")  # nothing to approve
     await expect(assistant_messages(page).last).to_have_text(TRANSFERRED)
     await wait_until_idle(page)
+    # The customer sees that a person will come, not the assistant's summary for them.
+    await expect(page.get_by_test_id("confirm-card")).to_have_count(0)
+    await expect(page.get_by_test_id("tool-summary")).to_have_text(
+        "Done · Handed over to a human agent"
+    )
+    assert SUMMARY not in await page.locator("body").inner_text()
 
 
 class TestTakeover:
@@ -98,6 +104,13 @@ class TestTakeover:
             "accept",
             "release",
         ]
+        # Named as the customer saw them ("Alice joined"); the id is on hover.
+        texts = await history.all_text_contents()
+        assert texts[0].startswith("handed off by the assistant, "), texts
+        assert texts[1].startswith("accepted by Alice, "), texts
+        assert texts[2].startswith("handed back to the assistant by Alice, "), texts
+        assert NOTE in texts[2] and "staff-alice" not in " ".join(texts)
+        await expect(history.nth(1).locator("[title]")).to_have_attribute("title", "staff-alice")
 
         model_server.use(Script([Reply.say("Your refund of 20 EUR is on its way.")]))
         await send(page, "Is there anything else I need to do?")

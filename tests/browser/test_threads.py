@@ -21,6 +21,23 @@ def thread_items(page: Page) -> Locator:
     return page.get_by_test_id("thread-item")
 
 
+class TestThreadList:
+    async def test_a_thread_claims_no_message_count_that_holds_tool_steps(
+        self, page: Page, model_server: ScriptedModelServer
+    ) -> None:
+        model_server.use(
+            Script([Reply.call("get_order_details", order_id="#W0000001"), Reply.say("Pending.")])
+        )
+        await sign_in(page, SARA)
+        await ask(page, "Where is #W0000001?")
+        await wait_until_idle(page)
+        await expect(thread_items(page)).to_have_count(1)
+        # One exchange is four messages in the API's count (with the tool call and result).
+        status, body = await api_get(page, "/threads")
+        assert status == 200 and [t["message_count"] for t in body["items"]] == [4]
+        await expect(thread_items(page)).not_to_contain_text("messages")
+
+
 class TestEditAndRegenerate:
     async def test_editing_a_message_replaces_it_and_the_answer(
         self, page: Page, model_server: ScriptedModelServer

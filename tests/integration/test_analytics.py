@@ -292,6 +292,8 @@ class TestAnalyticsApi:
         (period,) = body["periods"]
         totals = body["totals"]
         assert set(period) == {"start", *totals}
+        # When a conversation is counted, for the page to say (the server's settings).
+        assert (body["idle_min"], body["sweep_every_s"]) == (30.0, 0.0)
         assert set(totals) == {
             "conversations", "resolved", "handed_off", "abandoned", "failed",
             "resolution_rate", "handoff_rate", "tool_error_rate", "cost_usd",
@@ -419,3 +421,54 @@ class TestErase:
         assert erased.outcomes_anonymised == 5 and len(rows) == 5
         assert all(r["user_id"] is None for r in rows)
         assert not any(NOAH in r["thread_id"] for r in rows)
+
+
+class TestAfterAHandoff:
+    async def test_a_person_then_the_agent_going_on_recomputes_the_outcome(
+        self,
+        client: httpx.AsyncClient,
+        server: LiveServer,
+        db: AsyncConnectionPool[Any],
+        scripted_model_session: ScriptedModelServer,
+    ) -> None:
+        scripted_model_session.use(
+            Script(
+                [
+                    Reply.call("transfer_to_human_agents", summary="wants a person"),
+                    Reply.say("I have transferred you to a colleague."),
+                ]
+            )
+        )
+        await say(client, server, "onward", "let me talk to a human please")
+        # Handed off: due at once, no idle wait.
+        await sweep(db, policy(server, idle_min=30))
+        handed = (await outcomes(db))["onward"]
+        assert handed["result"] == "handed_off" and handed["turns"] == 1
+
+        thread = f"{NOAH}:onward"
+        alice = staff(server)
+        control = (await client.get(f"/staff/threads/{thread}/control", headers=alice)).json()
+        for action in ("accept", "release"):
+            if action == "release":
+                said = await client.post(
+                    f"/staff/threads/{thread}/messages",
+                    json={"content": "Sorted: your refund is approved."},
+                    headers=alice,
+                )
+                assert said.status_code == 200, said.text
+                await say(client, server, "onward", "thank you Alice")
+            changed = await client.post(
+                f"/staff/threads/{thread}/control",
+                json={"action": action, "version": control["version"]},
+                headers=alice,
+            )
+            assert changed.status_code == 200, changed.text
+            control = changed.json()
+        scripted_model_session.use(Script([Reply.say("Your order ships tomorrow.")]))
+        await say(client, server, "onward", "and when does my order ship?")
+
+        await sweep(db, policy(server, idle_min=30))
+        # Not idle yet (30 minutes), but its outcome was taken at the handoff: it follows on.
+        row = (await outcomes(db))["onward"]
+        assert row["turns"] == 3, row
+        assert row["activity_at"] > handed["activity_at"]

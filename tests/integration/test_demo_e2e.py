@@ -217,7 +217,9 @@ class TestCancel:
         done = await chat.decide("approve")
         assert done.status == "completed"
         assert f"order {PENDING} is cancelled" in done.text
-        assert "32.00 goes back to paypal_5727330" in done.text
+        # The payment method as the confirmation card named it, not its internal id.
+        assert "refund 32.00 to PayPal" in pending[0]["summary"]
+        assert "32.00 goes back to PayPal" in done.text and "paypal_5727330" not in done.text
         assert await order_status(shop, PENDING) == "cancelled"
 
     async def test_declined_cancellation_changes_nothing(

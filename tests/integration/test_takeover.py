@@ -373,3 +373,6 @@ class TestControlObject:
             ("transfer", "human", "human"),
         ]
         assert [e["actor"] for e in history["control_history"]] == ["agent", ALICE, ALICE]
+        # The names the staff signed in with, as the customer sees them ("Alice joined").
+        names = [(e["actor_name"], e["assignee_name"]) for e in history["control_history"]]
+        assert names == [(None, None), ("Alice", "Alice"), ("Alice", BOB)]

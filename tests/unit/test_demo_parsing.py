@@ -42,6 +42,9 @@ class TestIntents:
             ("取消订单", "cancel"),
             ("change the address of #W2611340 to 1 Elm St, Austin, TX 78701", "address"),
             ("把订单的地址改成 1 Elm St", "address"),
+            ("send order #W7588610 to 120 River Road, Baltimore, MD, USA, 21201?", "address"),
+            ("please ship #W7588610 to my office at 9 Elm St, Austin, TX 78701", "address"),
+            ("how much to ship 2 kg to 300 km, roughly?", "shipping"),
             ("return everything from #W7678072", "return"),
             ("我要退货", "return"),
             ("talk to a human", "human"),
@@ -138,6 +141,13 @@ class TestAddress:
     def test_chinese_lead_in_and_commas(self) -> None:
         parsed = parse_address("地址改成 5 Elm Rd，Boston，MA，USA，02134")
         assert parsed == ParsedAddress("5 Elm Rd", "", "Boston", "MA", "USA", "02134")
+
+    @pytest.mark.parametrize("trailer", [" instead?", "?", " please.", " instead, thanks!"])
+    def test_words_after_the_zip_are_not_part_of_it(self, trailer: str) -> None:
+        text = f"send it to 120 River Road, Baltimore, MD, USA, 21201{trailer}"
+        assert parse_address(text) == ParsedAddress(
+            "120 River Road", "", "Baltimore", "MD", "USA", "21201"
+        )
 
     def test_missing_parts_are_named(self) -> None:
         parsed = parse_address("please change it to 123 Main St, Austin")

@@ -47,12 +47,19 @@ async def analytics_summary(
     group: Literal["day", "week"] = "day",
 ) -> dict[str, Any]:
     """Conversations that started in [from, to) (default: the last 30 days), by UTC day or
-    ISO week. Rates are fractions of all of the period's conversations."""
+    ISO week. Rates are fractions of all of the period's conversations. A conversation is
+    counted once its outcome is computed: after `idle_min` quiet minutes (a handed-off one
+    at once), by a sweep every `sweep_every_s` seconds (0: only `outcomes refresh`)."""
     end = _aware(end) if end else datetime.now(UTC)
     start = _aware(start) if start else end - DEFAULT_RANGE
     if start >= end:
         raise AppError("`from` must be before `to`", code="bad_range")
-    return await summary(services.pool, start, end, group)
+    settings = services.settings
+    return {
+        **await summary(services.pool, start, end, group),
+        "idle_min": settings.conversation_idle_min,
+        "sweep_every_s": settings.outcomes_sweep_every_s,
+    }
 
 
 @router.get("/staff/analytics/conversations", summary="Conversations with outcome and flags")
