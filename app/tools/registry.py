@@ -79,12 +79,21 @@ class ToolSet:
     def all(self) -> list[BaseTool]:
         return [*self.read, *self.write]
 
+    def names(self) -> list[str]:
+        return [t.name for t in self.all]
+
 
 def build_tools(
-    pool: AsyncConnectionPool[Any], identity_codes: IdentityCodes | None = None
+    pool: AsyncConnectionPool[Any],
+    identity_codes: IdentityCodes | None = None,
+    *,
+    builtin: bool = True,
 ) -> ToolSet:
     """`identity_codes` sends guests their one-time codes; the lifespan passes the configured
-    one, and without it codes only reach the outbox and the log."""
+    one, and without it codes only reach the outbox and the log. `builtin=False`
+    (BUILTIN_TOOLS=false): none, for a service whose tools all come from its actions file."""
+    if not builtin:
+        return ToolSet(read=[], write=[])
     deps = ToolDeps(pool=pool, codes=identity_codes or default_identity_codes(pool))
     tools = {name: spec.tool(deps) for name, spec in SPECS.items()}
     return ToolSet(
