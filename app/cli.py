@@ -11,6 +11,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from app.actions.cli import add_actions_parser
 from app.config import Settings
 
 
@@ -420,6 +421,7 @@ def parser() -> argparse.ArgumentParser:
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)
+    add_actions_parser(sub)
     return p
 
 

@@ -45,14 +45,14 @@ def source_of(settings: SourceSettings) -> Source:
 
 @dataclass
 class Actions:
-    pool: AsyncConnectionPool[Any]
+    pool: AsyncConnectionPool[Any] | None  # None: only listed and checked (the CLI)
     sources: list[Source]
     tools: dict[str, RemoteTool] = field(default_factory=dict)
     by_tool: dict[str, Source] = field(default_factory=dict)
 
     @classmethod
     async def open(
-        cls, pool: AsyncConnectionPool[Any], file: ActionsFile, taken: Collection[str]
+        cls, pool: AsyncConnectionPool[Any] | None, file: ActionsFile, taken: Collection[str]
     ) -> Actions:
         """Connect to every source at once; one that does not answer stays down and the
         service starts anyway. A tool name already taken (a built-in tool, another
@@ -75,8 +75,10 @@ class Actions:
 
     def langchain_tools(self) -> tuple[list[BaseTool], list[BaseTool]]:
         """(reads, writes) for the graph."""
+        assert self.pool is not None, "the graph's tools need the pool"
+        pool = self.pool
         built: dict[str, BaseTool] = {
-            n: action_tool(t, self.by_tool[n], self.pool) for n, t in self.tools.items()
+            n: action_tool(t, self.by_tool[n], pool) for n, t in self.tools.items()
         }
         reads = [built[n] for n, t in self.tools.items() if t.kind == "read"]
         writes = [built[n] for n, t in self.tools.items() if t.kind == "write"]
@@ -158,7 +160,9 @@ class ActionsLedger:
                 customer_id=customer_id,
                 observation_format=observation_format,
             )
-        earlier = await ledger.prior(self.actions.pool, idempotency_key)
+        pool = self.actions.pool
+        assert pool is not None
+        earlier = await ledger.prior(pool, idempotency_key)
         if earlier is None:
             return None  # never sent: the repair says it was not executed
         record = CallRecord(
@@ -169,7 +173,7 @@ class ActionsLedger:
             tool_name=name,
             arguments=dict(args),
         )
-        record = await _recorded_call(self.actions.pool, record)
+        record = await _recorded_call(pool, record)
         args_sent = dict(record.arguments)
         source = self.actions.by_tool[name]
         secret = source.settings.identity_secret
@@ -179,7 +183,7 @@ class ActionsLedger:
                 secret.get_secret_value(), source.settings.name, record.customer_id
             )
         target = calls.Target(source, tool, token)
-        observation = await calls.settle(self.actions.pool, target, record, args_sent, earlier)
+        observation = await calls.settle(pool, target, record, args_sent, earlier)
         artifact = observation.artifact(cacheable=False, more_ids=argument_ids(args))
         return observation.content("text"), artifact
 

@@ -502,3 +502,72 @@ class TestCrashWhileAWriteIsInFlight:
         with procs.ServiceProcess(env, log_dir=root) as second:
             self.chat.base = second.url + "/" + self.chat.base.split("/", 3)[3]
             self.after = self.chat.say("how is it going?")
+
+
+class TestUnknownWithoutACrash:
+    def test_a_non_idempotent_write_that_times_out_is_not_resent_and_goes_to_a_person(
+        self, service: procs.ServiceProcess, loyalty: Server
+    ) -> None:
+        applied_before = len(loyalty.applied())
+        chat = Chat(service, "cust_timeout")
+        assert chat.say('call redeem_points {"points": 50}')["status"] == "interrupted"
+        loyalty.mode("hold")
+        try:
+            done = chat.decide("approve")  # the server never answers: timeout_s (8 s)
+        finally:
+            loyalty.mode("normal")
+        assert answer(done) == "RESULT " + OUTCOME_UNKNOWN
+        (held,) = loyalty.applied()[applied_before:]
+        assert len([s for s in loyalty.seen() if s["key"] == held["key"]]) == 1
+        with psycopg.connect(service_db(service)) as conn:
+            row = conn.execute(
+                "SELECT control, control_reason FROM thread_leases WHERE thread_id = %s",
+                (chat.thread,),
+            ).fetchone()
+        assert row == ("queued", "write_outcome_unknown")
+
+
+class TestCli:
+    def test_check_reports_each_source_and_fails_while_one_is_down(
+        self, env: dict[str, str], root: Path
+    ) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "actions", "check"],
+            env={**os.environ, **env, "PYTHONPATH": str(procs.APP_ROOT)},
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=60,
+        )
+        assert done.returncode == 1, done.stderr
+        sources = ("loyalty", "billing", "warehouse")
+        lines = {
+            line.split()[0]: line.split()[1:3]
+            for line in done.stdout.splitlines()
+            if line.split()[:1] and line.split()[0] in sources  # not the log's lines
+        }
+        assert lines == {
+            "loyalty": ["ok", "3"],
+            "billing": ["ok", "2"],
+            "warehouse": ["down", "1"],
+        }
+
+    def test_list_prints_each_tool_with_its_kind_and_confirmation(
+        self, env: dict[str, str], root: Path
+    ) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "app", "actions", "list"],
+            env={**os.environ, **env, "PYTHONPATH": str(procs.APP_ROOT)},
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        rows = {line.split()[0]: line.split() for line in done.stdout.splitlines() if line}
+        assert rows["get_points"][1:4] == ["loyalty", "read", "no"]
+        assert rows["issue_voucher"][1:4] == ["loyalty", "write", "yes"]
+        assert " ".join(rows["issue_voucher"][4:]) == "Issue a voucher of {amount} to your account"
+        assert rows["redeem_points"][1:4] == ["loyalty", "write", "no"]
+        assert rows["createRefundRequest"][1:4] == ["billing", "write", "yes"]
+        assert rows["getInvoice"][1:4] == ["billing", "read", "no"]

@@ -42,7 +42,7 @@ class TestNames:
         )
         file = parse_actions(text, "a.yaml", {})
         with pytest.raises(ActionsError, match="'get_order_details' of source 'shop'"):
-            await Actions.open(None, file, SPECS)  # type: ignore[arg-type]
+            await Actions.open(None, file, SPECS)
 
     async def test_two_sources_may_not_share_a_tool_name(self, tmp_path: Path) -> None:
         doc = tmp_path / "a.json"
@@ -53,7 +53,7 @@ class TestNames:
             for n in ("one", "two")
         )
         with pytest.raises(ActionsError, match="tool of source 'one'"):
-            await Actions.open(None, parse_actions(text, "a.yaml", {}), ())  # type: ignore[arg-type]
+            await Actions.open(None, parse_actions(text, "a.yaml", {}), ())
 
     async def test_an_operation_reads_as_a_tool_from_its_document(self, tmp_path: Path) -> None:
         doc = tmp_path / "a.json"
@@ -62,7 +62,7 @@ class TestNames:
             f"sources:\n  - name: one\n    openapi: {doc}\n    base_url: http://127.0.0.1:9\n"
             "    operations: [lookUp]\n"
         )
-        actions = await Actions.open(None, parse_actions(text, "a.yaml", {}), ())  # type: ignore[arg-type]
+        actions = await Actions.open(None, parse_actions(text, "a.yaml", {}), ())
         tool = actions.tools["lookUp"]
         assert (tool.kind, tool.idempotent, tool.description) == ("read", False, "An order.")
         assert tool.schema["required"] == ["order_id"]
