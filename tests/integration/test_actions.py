@@ -571,3 +571,12 @@ class TestCli:
         assert rows["redeem_points"][1:4] == ["loyalty", "write", "no"]
         assert rows["createRefundRequest"][1:4] == ["billing", "write", "yes"]
         assert rows["getInvoice"][1:4] == ["billing", "read", "no"]
+
+
+class TestPage:
+    def test_the_page_gets_the_labels_of_remote_tools(self, service: procs.ServiceProcess) -> None:
+        labels = httpx.get(service.url + "/tool-labels", timeout=10).json()["labels"]
+        assert labels["get_points"] == {"label": "Checking your points"}  # the MCP title
+        assert labels["getInvoice"] == {"label": "Look up an invoice of the customer."}
+        assert labels["redeem_points"] == {"label": "Using redeem_points …"}
+        assert "cancel_pending_order" not in labels  # the built-in ones are in tool-labels.js
