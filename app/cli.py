@@ -11,7 +11,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from app.actions.cli import add_actions_parser
+from app.actions.cli import add_actions_parser, add_mcp_parser
 from app.config import Settings
 
 
@@ -422,6 +422,7 @@ def parser() -> argparse.ArgumentParser:
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)
     add_actions_parser(sub)
+    add_mcp_parser(sub)
     return p
 
 

@@ -21,6 +21,36 @@ def add_actions_parser(sub: Any) -> None:
     ).set_defaults(func=cmd_actions_check)
 
 
+def add_mcp_parser(sub: Any) -> None:
+    mcp = sub.add_parser("mcp", help="MCP servers of this project")
+    mcp_sub = mcp.add_subparsers(dest="mcp_command", required=True)
+    shop = mcp_sub.add_parser(
+        "serve-shop", help="serve the demo shop's tools as an MCP server (streamable HTTP)"
+    )
+    shop.add_argument("--port", type=int, required=True)
+    shop.add_argument("--host", default="127.0.0.1")
+    shop.add_argument("--name", default="shop", help="the source name the agent gives it (aud)")
+    shop.add_argument(
+        "--identity-secret-env",
+        default="SHOP_IDENTITY_SECRET",
+        help="the variable holding the source's identity_secret (X-Customer-Token)",
+    )
+    shop.set_defaults(func=cmd_mcp_serve_shop)
+
+
+def cmd_mcp_serve_shop(args: argparse.Namespace) -> None:
+    import os
+
+    from app.actions.shop_server import serve_shop
+    from app.config import Settings
+
+    secret = os.environ.get(args.identity_secret_env, "")
+    if len(secret) < 32:
+        raise ValueError(f"{args.identity_secret_env} must hold a secret of 32 characters or more")
+    settings = Settings()
+    asyncio.run(serve_shop(settings, host=args.host, port=args.port, name=args.name, secret=secret))
+
+
 def cmd_actions_list(args: argparse.Namespace) -> None:
     asyncio.run(_list(_file_of(args)))
 
@@ -44,7 +74,7 @@ async def _list(path: str) -> None:
     from app.actions.file import load_actions_file
     from app.config import Settings
 
-    taken = _builtin_names() if Settings().builtin_tools else []
+    taken = _builtin_names(Settings().builtin_tools)
     actions = await Actions.open(None, load_actions_file(path), taken)
     try:
         rows = [("tool", "source", "kind", "idempotent", "confirm")]
@@ -76,7 +106,7 @@ async def _check(path: str) -> bool:
         await actions.close()
 
 
-def _builtin_names() -> list[str]:
-    from app.tools.registry import SPECS
+def _builtin_names(builtin: bool) -> list[str]:
+    from app.tools.registry import CONVERSATION_TOOLS, SPECS
 
-    return list(SPECS)
+    return list(SPECS) if builtin else sorted(CONVERSATION_TOOLS)
