@@ -9,6 +9,7 @@ its outcome is unknown, and the thread goes to a person (`OUTCOME_UNKNOWN`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from app.actions.remote import (
     Source,
     capped,
 )
+from app.fencing import current_control
 from app.jsontext import compact_json
 from app.tools.results import Observation, error_text, failed_with, found
 
@@ -80,11 +82,15 @@ async def read(target: Target, args: Mapping[str, Any]) -> Observation:
 async def write(
     pool: AsyncConnectionPool[Any], target: Target, record: CallRecord, args: Mapping[str, Any]
 ) -> Observation:
-    """Send the write once per key; a call this key already settled gets its result."""
-    earlier = await ledger.claim(pool, record)
-    if earlier is not None:
-        return await settle(pool, target, record, args, earlier)
-    return await _deliver(pool, target, record, args, first=True)
+    """Send the write once per key; a call this key already settled gets its result. A
+    cancel of the run waits for it (as for a built-in write), so a customer's stop never
+    cuts a call between its send and its record."""
+    control = current_control.get()
+    with control.write() if control is not None else nullcontext():
+        earlier = await ledger.claim(pool, record)
+        if earlier is not None:
+            return await settle(pool, target, record, args, earlier)
+        return await _deliver(pool, target, record, args, first=True)
 
 
 async def settle(

@@ -74,8 +74,8 @@ class McpSource:
         self.url = settings.mcp
         self.status: Literal["ok", "down"] = "down"
         self._listed: list[RemoteTool] | None = None
-        self._client: Client | None = None
         self._holder: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[Client] | None = None
         self._stop: asyncio.Event | None = None
         self._lock = asyncio.Lock()
 
@@ -141,15 +141,17 @@ class McpSource:
         await self._drop()
 
     async def _connected(self) -> Client:
+        """The open session; one is opened (by a holder task) when there is none. A caller
+        that gives up waiting leaves the holder to finish, and the next one waits for it."""
         async with self._lock:
-            if self._client is not None and self._holder is not None and not self._holder.done():
-                return self._client
-            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-            self._stop = asyncio.Event()
-            self._holder = asyncio.create_task(self._hold(ready, self._stop))
+            if self._holder is None or self._holder.done():
+                self._ready = asyncio.get_running_loop().create_future()
+                self._stop = asyncio.Event()
+                self._holder = asyncio.create_task(self._hold(self._ready, self._stop))
+            ready = self._ready
+            assert ready is not None
             async with asyncio.timeout(self.settings.timeout_s):
-                self._client = await asyncio.shield(ready)
-            return self._client
+                return await asyncio.shield(ready)
 
     async def _hold(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
         """Own the session for its whole life: the SDK's task groups are entered and left
@@ -174,15 +176,13 @@ class McpSource:
         except BaseException as error:  # the session broke: the next call opens another
             if not ready.done():
                 ready.set_exception(NotSent())
+                ready.exception()  # retrieved: a caller that gave up is not an error
             if isinstance(error, asyncio.CancelledError):
                 raise
-        finally:
-            if self._stop is stop:
-                self._client = None
 
     async def _drop(self) -> None:
         holder, stop = self._holder, self._stop
-        self._client, self._holder = None, None
+        self._holder = None
         if stop is not None:
             stop.set()
         if holder is not None:

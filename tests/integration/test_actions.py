@@ -422,13 +422,32 @@ class TestMisbehaving:
             ready = httpx.get(service.url + "/readyz", timeout=10)
             assert ready.status_code == 200 and ready.json()["sources"]["billing"] == "down"
         finally:
-            billing.start()  # a new port? no: the same one
+            billing.start()  # on the same port
         wait_until(
             lambda: (
                 httpx.get(service.url + "/readyz", timeout=10).json()["sources"]["billing"] == "ok"
             ),
             "billing to be ok again",
         )
+
+    def test_an_mcp_server_that_dies_mid_session_fails_fast_and_is_reopened(
+        self, service: procs.ServiceProcess, loyalty: Server
+    ) -> None:
+        chat = Chat(service, "cust_reopen")
+        assert '"points":1200' in answer(chat.say('call get_points {"customer_id": "x"}'))
+        loyalty.stop()
+        try:
+            started = time.monotonic()
+            result = chat.say('call get_points {"customer_id": "y"}')
+            assert answer(result) == "RESULT " + SOURCE_DOWN
+            assert time.monotonic() - started < 8  # refused at once, not after timeout_s
+            ready = httpx.get(service.url + "/readyz", timeout=10)
+            assert ready.status_code == 200 and ready.json()["sources"]["loyalty"] == "down"
+        finally:
+            loyalty.start()
+        again = chat.say('call get_points {"customer_id": "z"}')  # a new session, by itself
+        assert '"points":1200' in answer(again)
+        assert httpx.get(service.url + "/readyz", timeout=10).json()["sources"]["loyalty"] == "ok"
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
