@@ -71,6 +71,7 @@ class Books:
         key: str | None,
         token: str | None,
         headers: dict[str, str],
+        peer: Any = None,
     ) -> None:
         self.seen.append(
             {
@@ -79,6 +80,7 @@ class Books:
                 "key": key,
                 "token": self.token(token),
                 "authorization": headers.get("authorization"),
+                "port": peer.port if peer is not None else None,  # the client's TCP port
             }
         )
 
@@ -111,7 +113,9 @@ def loyalty_app() -> Starlette:
         headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
         meta = ctx.request_context.meta or {}
         key = meta.get("cs-agent/idempotency-key")
-        books.record(tool, args, key, headers.get("x-customer-token"), headers)
+        request = ctx.request_context.request
+        peer = getattr(request, "client", None)
+        books.record(tool, args, key, headers.get("x-customer-token"), headers, peer)
         return key
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True), title="Checking your points")
@@ -215,7 +219,7 @@ def billing_app() -> Starlette:
     def note(request: Request, tool: str, args: dict[str, Any]) -> str | None:
         headers = {k.lower(): v for k, v in request.headers.items()}
         key = headers.get("idempotency-key")
-        books.record(tool, args, key, headers.get("x-customer-token"), headers)
+        books.record(tool, args, key, headers.get("x-customer-token"), headers, request.client)
         return key
 
     async def openapi(request: Request) -> Response:

@@ -282,6 +282,18 @@ class TestReads:
         assert call["token"]["valid"] and call["token"]["sub"] == "cust_payer"
         assert call["authorization"] is None  # the customer's bearer is never forwarded
 
+    def test_calls_reuse_the_session_and_the_connection(
+        self, service: procs.ServiceProcess, loyalty: Server, billing: Server
+    ) -> None:
+        seen_mcp, seen_http = len(loyalty.seen()), len(billing.seen())
+        chat = Chat(service, "cust_again")
+        for i in range(3):
+            chat.say(f'call get_points {{"customer_id": "c{i}"}}')
+            chat.say(f'call getInvoice {{"invoice_id": "INV-{i}"}}')
+        mcp_ports = {s["port"] for s in loyalty.seen()[seen_mcp:]}
+        http_ports = {s["port"] for s in billing.seen()[seen_http:]}
+        assert len(mcp_ports) == 1 and len(http_ports) == 1  # one kept-alive connection each
+
     def test_a_server_refusal_reaches_the_model_as_its_reason(
         self, service: procs.ServiceProcess
     ) -> None:
