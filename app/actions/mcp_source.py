@@ -93,9 +93,9 @@ class McpSource:
         try:
             client = await self._connected()
             async with asyncio.timeout(self.settings.timeout_s):
-                listed = await client.list_tools()
+                tools = await _all_tools(client)
             if self._listed is None:
-                self._listed = [self._tool(t) for t in listed.tools]
+                self._listed = [self._tool(t) for t in tools]
             self.status = "ok"
         except Exception as error:
             log.warning("action source down", source=self.settings.name, error=type(error).__name__)
@@ -207,6 +207,21 @@ class McpSource:
             label=chosen.label or tool.title or (hints.title if hints else None),
             customer_argument=self.settings.customer_argument,
         )
+
+
+MAX_PAGES = 50  # of a tool listing: a server whose cursor never ends cannot hang a start
+
+
+async def _all_tools(client: Client) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
 
 
 def _result_text(result: mcp_types.CallToolResult) -> str:

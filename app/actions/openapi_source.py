@@ -64,7 +64,7 @@ class OpenApiSource:
             else:
                 await self._client().request("HEAD", "/", timeout=self.settings.timeout_s)
             self.status = "ok"
-        except (httpx.HTTPError, OSError, ValueError) as error:
+        except Exception as error:  # unreachable, or a document we cannot read: down
             log.warning(
                 "action source down",
                 source=self.settings.name,
