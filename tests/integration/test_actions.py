@@ -556,6 +556,30 @@ class TestUnknownWithoutACrash:
                 (chat.thread,),
             ).fetchone()
         assert row == ("queued", "write_outcome_unknown")
+        self._outcome_is_flagged(service_db(service), chat.thread)
+
+    def _outcome_is_flagged(self, database: str, thread: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "app", "outcomes", "refresh", "--idle-min", "0"],
+            env={**os.environ, "DATABASE_URL": database, "PYTHONPATH": str(procs.APP_ROOT)},
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        with psycopg.connect(database) as conn:
+            got = conn.execute(
+                "SELECT result, handoff_reason, flags FROM conversation_outcomes"
+                " WHERE thread_id = %s",
+                (thread,),
+            ).fetchone()
+        assert got is not None
+        result, reason, flags = got
+        assert (result, reason) == ("handed_off", "write_outcome_unknown")
+        assert {
+            "code": "write_outcome_unknown",
+            "reason": "redeem_points was sent in turn 1 and its outcome is unknown; "
+            "a person checks it.",
+        } in flags
 
 
 class TestCli:
