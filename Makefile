@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run eval test docs demo-reset lint typecheck unit browser-deps fault-deps js-deps scale-deps docker-lint \
-	scale-test bench bench-scale clean install compose-deps compose-test chaos chaos-selftest
+	scale-test bench bench-scale bench-actions clean install compose-deps compose-test chaos chaos-selftest
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -113,6 +113,10 @@ chaos-selftest: $(STAMP) scale-deps
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# A read through an MCP server and an OpenAPI operation against a built-in read (docs/actions.md).
+bench-actions: $(STAMP)
+	$(PY) -m benchmarks.actions_cost
 
 # Turns/s for 1, 2 and 3 replicas behind HAProxy and PgBouncer, and where the CPU goes.
 bench-scale: $(STAMP) scale-deps

@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from app.actions.cli import add_actions_parser, add_mcp_parser
 from app.config import Settings
 
 
@@ -460,6 +461,8 @@ def parser() -> argparse.ArgumentParser:
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)
+    add_actions_parser(sub)
+    add_mcp_parser(sub)
     return p
 
 

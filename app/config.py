@@ -243,6 +243,13 @@ class Settings(BaseSettings):
         "gpt-4.1-mini": (0.40, 1.60),
     }
 
+    # Your own actions (docs/actions.md): a YAML file naming MCP servers and OpenAPI
+    # operations whose tools the agent may use, with the built-in tools' confirmation,
+    # ledger and breaker. Unset: none, and nothing of the feature runs. BUILTIN_TOOLS=false
+    # leaves only those tools (the demo shop's are not offered).
+    actions_file: str | None = None
+    builtin_tools: bool = True
+
     @property
     def uses_user_sim_model(self) -> bool:
         return self.user_sim_base_url is not None or self.user_sim_api_key is not None

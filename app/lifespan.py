@@ -12,8 +12,11 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
+from app.actions.catalog import ActionsLedger
+from app.actions.start import open_actions
 from app.agent.graph import build_graph
 from app.agent.llm import build_chat_model, model_http_client
+from app.agent.ports import WriteLedger
 from app.analytics.sweep import outcome_keeper
 from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
@@ -77,7 +80,11 @@ async def build_services(
         if model is None:
             model, label = _chat_model(settings, stack)
         identity_codes = await stack.enter_async_context(open_identity_codes(settings, pool))
-        tools = build_tools(pool, identity_codes)
+        tools = build_tools(pool, identity_codes, builtin=settings.builtin_tools)
+        ledger: WriteLedger = PostgresWriteLedger(pool)
+        actions = await open_actions(settings, pool, tools.names(), stack)  # None: no file
+        if actions is not None:
+            tools, ledger = actions.joined(tools), ActionsLedger(ledger, actions)
         archive = PgTranscriptArchive(pool)
         graph = build_graph(
             model=model,
@@ -85,7 +92,7 @@ async def build_services(
             write_tools=tools.write,
             checkpointer=checkpointer,
             settings=settings,
-            ledger=PostgresWriteLedger(pool),
+            ledger=ledger,
             store=store,
             archive=archive,
         )
@@ -98,7 +105,7 @@ async def build_services(
             leases,
             repo,
             metrics,
-            ledger=PostgresWriteLedger(pool),
+            ledger=ledger,
             write_names=frozenset(t.name for t in tools.write),
         )
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
@@ -125,6 +132,7 @@ async def build_services(
             metrics=metrics,
             feed=feed,
             model_label=label,
+            actions=actions,
         )
 
 

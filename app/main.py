@@ -13,7 +13,18 @@ from langchain_core.language_models import BaseChatModel
 from app import tracing
 from app.api import lg
 from app.api.middleware import BodyLimit, PageHeaders, RequestId, page_headers
-from app.api.routes import analytics, auth, health, help, memory, messages, runs, staff, threads
+from app.api.routes import (
+    actions,
+    analytics,
+    auth,
+    health,
+    help,
+    memory,
+    messages,
+    runs,
+    staff,
+    threads,
+)
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.lifespan import lifespan_for
@@ -45,7 +56,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         openapi_url="/openapi.json" if settings.serves_api_docs else None,
     )
     install_error_handlers(app)
-    routers = (health, auth, threads, messages, runs, memory, help, staff, analytics)
+    routers = (health, auth, threads, messages, runs, memory, help, staff, analytics, actions)
     for router in (r.router for r in routers):
         app.include_router(router)
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 
 from benchmarks import (
+    actions_cost,
     capacity,
     features,
     lg_cost,
@@ -573,6 +574,7 @@ def run_all(bench: Bench) -> None:
         log("section 6: cache, text observations and summaries on/off (in-process)")
         bench.results["features_md"] = asyncio.run(features.main())
     section_retention(bench)
+    section_actions(bench)
 
 
 def section_roundtrips(bench: Bench) -> None:
@@ -612,6 +614,16 @@ def section_retention(bench: Bench) -> None:
         f"python -m benchmarks.retention --conversations {conversations}"
         f" --threads-per-day {per_day}"
     )
+
+
+def section_actions(bench: Bench) -> None:
+    """A read through an MCP server and an OpenAPI operation against a built-in read
+    (benchmarks/actions_cost.py, docs/actions.md), after section 7's markdown."""
+    log("your own actions: a remote read against a built-in one (in-process)")
+    n = 300 if bench.plan.name == "full" else 50
+    text = asyncio.run(actions_cost.main(n))
+    bench.results["features_md"] = (bench.results.get("features_md") or "") + "\n" + text
+    bench.commands["benchmarks.actions_cost"] = f"python -m benchmarks.actions_cost --n {n}"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.actions.calls import OUTCOME_UNKNOWN
 from app.agent.cache import REPEAT_HINT
 from app.agent.nodes import BUDGET_SPENT
 from app.agent.routing import BREAKER_OPEN, CALL_CAP
@@ -227,6 +228,11 @@ class _Tally:
         self.calls[name] += 1
         if message.get("status") != "error":
             return
+        if content == OUTCOME_UNKNOWN:
+            self.flag(
+                "write_outcome_unknown",
+                f"{name} was sent in turn {turn} and its outcome is unknown; a person checks it.",
+            )
         self.errors[name] += 1
         if _template_match(content, BREAKER_OPEN) or _template_match(content, CALL_CAP):
             self.breaker_trips += 1

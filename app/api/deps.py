@@ -11,6 +11,7 @@ from fastapi import Depends, Header, Request, params
 from langgraph.store.base import BaseStore
 from psycopg_pool import AsyncConnectionPool
 
+from app.actions.catalog import Actions
 from app.api.auth import VerifiedTokens, bearer_token
 from app.api.ratelimit import RateLimiter
 from app.config import Settings
@@ -37,6 +38,7 @@ class Services:
     metrics: Metrics
     feed: ThreadFeed  # the threads' own streams, one poller for the process
     model_label: str  # "demo" or the configured model name
+    actions: Actions | None = None  # the actions file's sources (app/actions), when set
 
     @cached_property
     def limiter(self) -> RateLimiter:

@@ -14,6 +14,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from app.actions.calls import OUTCOME_UNKNOWN
 from app.agent.model_view import text_of
 from app.runs.stream import Interrupted, StreamEvent, ToolCalled, ToolResult
 from app.runs.views import shorten
@@ -90,7 +91,9 @@ class TurnRecorder:
                             args=call["args"],
                             message_id=message.id,
                         )
-                elif node in TOOL_NODES and isinstance(message, ToolMessage):
+                elif isinstance(message, ToolMessage) and (
+                    node in TOOL_NODES or message.content == OUTCOME_UNKNOWN
+                ):  # a remote write's unknown outcome, found by a repair, hands the thread off
                     self._count_cache(message)
                     if message.status == "error":
                         self.tool_errors += 1

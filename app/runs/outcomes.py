@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from app import tracing
+from app.actions.calls import HANDOFF_REASON, OUTCOME_UNKNOWN
 from app.background import TaskSet
 from app.config import Settings
 from app.db.checkpointer import HeldRows
@@ -45,6 +46,8 @@ def handoff_of(log: list[Sequenced]) -> dict[str, Any] | None:
     for _, event in log:
         if isinstance(event, ToolResult) and event.name == HANDOFF_TOOL and event.status == "ok":
             return {"reason": "handed off by the agent"}
+        if isinstance(event, ToolResult) and event.content == OUTCOME_UNKNOWN:
+            return {"reason": HANDOFF_REASON}  # a remote write's ticket says which, and why
     return None
 
 

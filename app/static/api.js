@@ -250,6 +250,10 @@ export class Api {
     });
   }
 
+  toolLabels() {
+    return this.get("/tool-labels");
+  }
+
   demoCustomers() {
     return this.get("/auth/demo/customers");
   }

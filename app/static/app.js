@@ -10,6 +10,7 @@ import { newId } from "./dom.js";
 import { isNew, ThreadEvents } from "./events.js";
 import { MemoryPanel } from "./memory.js";
 import { ThreadList, UNTITLED } from "./threads.js";
+import { addToolLabels } from "./tools.js";
 
 const THREAD_KEY = "cs-agent.thread";
 const BUSY = "Another reply is in progress. Please wait for it to finish, then try again.";
@@ -122,6 +123,7 @@ class ChatApp {
   // --- start and sign-in ----------------------------------------------------------------
 
   async start() {
+    this.api.toolLabels().then((got) => addToolLabels(got?.labels), () => {});
     this.api.ready().then(
       (ready) => {
         this.demoModel = ready?.model === "demo";

@@ -5,6 +5,7 @@ import { Api, userMessage } from "./api.js";
 import { claimsOf } from "./auth.js";
 import { Conversation } from "./console-thread.js";
 import { QueueList } from "./console-queue.js";
+import { addToolLabels } from "./tools.js";
 
 const TOKEN_KEY = "cs-agent.staff-token";
 const NOT_STAFF = "That is not a staff token.";
@@ -36,6 +37,7 @@ class ConsoleApp {
       onSelect: (item) => this.openThread(item.thread_id),
       onTick: () => this.conversation.refreshIfAgent(),
     });
+    this.api.toolLabels().then((got) => addToolLabels(got?.labels), () => {});
     this.wire();
   }
 

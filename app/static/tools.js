@@ -9,9 +9,18 @@ const orderRef = (args) => {
   return `order ${id.startsWith("#") ? id : `#${id}`}`;
 };
 
+// The labels of the actions file's tools (GET /tool-labels), added at start.
+const ACTION_LABELS = {};
+
+export function addToolLabels(labels) {
+  Object.assign(ACTION_LABELS, labels || {});
+}
+
 /** The spec's label with its `{order}` and `{argument}` places filled in. */
 export function toolLabel(name, args) {
-  const spec = Object.hasOwn(TOOL_LABELS, name) ? TOOL_LABELS[name] : null;
+  const spec = Object.hasOwn(TOOL_LABELS, name)
+    ? TOOL_LABELS[name]
+    : Object.hasOwn(ACTION_LABELS, name) ? ACTION_LABELS[name] : null;
   if (!spec) return `Running ${name || "a tool"} …`;
   let missing = false;
   const label = spec.label.replace(/\{(\w+)\}/g, (_, key) => {

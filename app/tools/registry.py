@@ -32,6 +32,7 @@ from app.tools.spec import ToolDeps, ToolSpec
 from app.tools.summaries import assess, summarize
 
 __all__ = [
+    "CONVERSATION_TOOLS",
     "RECORDED_ARGUMENTS",
     "SPECS",
     "WRITE_TOOL_NAMES",
@@ -61,6 +62,22 @@ RECORDED_ARGUMENTS: frozenset[str] = frozenset(
     for argument, personal in SPECS[name].arguments().items()
     if not personal
 )
+# The conversation's own tools: who the customer is, the hand-over, their preferences, the
+# help centre. They act on the conversation, not on the shop, so BUILTIN_TOOLS=false keeps
+# them (and `cs-agent mcp serve-shop` serves the others).
+CONVERSATION_TOOLS: frozenset[str] = frozenset(
+    {
+        "find_user_id_by_email",
+        "find_user_id_by_name_zip",
+        "confirm_identity",
+        "transfer_to_human_agents",
+        "remember_preference",
+        "search_help_center",
+        "get_help_article",
+    }
+)
+if not SPECS.keys() >= CONVERSATION_TOOLS:
+    raise RuntimeError("CONVERSATION_TOOLS names a tool with no spec")
 if len(SPECS) != sum(len(area.TOOLS) for area in AREAS):
     raise RuntimeError("two tools share a name")
 if RECORDED_ARGUMENTS != KEPT_ARGUMENTS:
@@ -79,14 +96,26 @@ class ToolSet:
     def all(self) -> list[BaseTool]:
         return [*self.read, *self.write]
 
+    def names(self) -> list[str]:
+        return [t.name for t in self.all]
+
 
 def build_tools(
-    pool: AsyncConnectionPool[Any], identity_codes: IdentityCodes | None = None
+    pool: AsyncConnectionPool[Any],
+    identity_codes: IdentityCodes | None = None,
+    *,
+    builtin: bool = True,
 ) -> ToolSet:
     """`identity_codes` sends guests their one-time codes; the lifespan passes the configured
-    one, and without it codes only reach the outbox and the log."""
+    one, and without it codes only reach the outbox and the log. `builtin=False`
+    (BUILTIN_TOOLS=false): only the conversation's own tools, for a service whose shop
+    tools come from its actions file."""
     deps = ToolDeps(pool=pool, codes=identity_codes or default_identity_codes(pool))
-    tools = {name: spec.tool(deps) for name, spec in SPECS.items()}
+    tools = {
+        name: spec.tool(deps)
+        for name, spec in SPECS.items()
+        if builtin or name in CONVERSATION_TOOLS
+    }
     return ToolSet(
         read=[t for name, t in tools.items() if name not in WRITE_TOOL_NAMES],
         write=[t for name, t in tools.items() if name in WRITE_TOOL_NAMES],

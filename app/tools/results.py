@@ -39,6 +39,7 @@ ErrorKind = Literal[
     "breaker_open",  # the circuit breaker refused the call
     "call_cap",  # too many calls of this tool in the turn
     "interrupted",  # the call never ran (a crash, a cancelled run)
+    "outcome_unknown",  # a remote write was sent and its result never came (app/actions)
 ]
 IdKind = Literal["order", "customer", "payment_method", "product", "article"]
 ObservationFormat = Literal["text", "json"]

@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"help", "memory", "notify", "demo"}),
     frozenset({"db"}),  # pool, checkpointer, repositories, the write executor, erase
     frozenset({"tools"}),
-    frozenset({"agent"}),
+    frozenset({"agent", "actions"}),  # actions: remote tools, their ledger and sources
     frozenset({"runs", "analytics"}),  # analytics: outcomes read what runs recorded
     frozenset({"api"}),
     frozenset({"main", "lifespan", "cli", "__main__", "eval"}),

@@ -47,7 +47,10 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             {**body, "status": "unavailable", "database": "ok", "migrations": "behind"},
             status_code=503,
         )
-    return JSONResponse({**body, "status": "ok", "database": "ok", "migrations": "head"})
+    ready = {**body, "status": "ok", "database": "ok", "migrations": "head"}
+    if services.actions is not None:  # a source that is down does not make the service unready
+        ready["sources"] = await services.actions.statuses()
+    return JSONResponse(ready)
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
