@@ -47,6 +47,10 @@ class AgentContext:
     user_id: str  # the token's subject
     role: Role
     thread_id: str  # "{user_id}:{session_id}"
+    # The rules of the policy version the thread is pinned to (app/policies); None: the
+    # shipped rules (app/agent/prompts.py POLICY, version 1).
+    rules: str | None = None
+    policy_version: int | None = None
 
 
 def conversation_customer(context: AgentContext, verified_user_id: str | None) -> str | None:

@@ -26,6 +26,7 @@ from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
+from app.policies.texts import PolicyTexts
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls
 from app.runs.feed import ThreadFeed
@@ -94,6 +95,7 @@ async def build_services(
             metrics,
             ledger=PostgresWriteLedger(pool),
             write_names=frozenset(t.name for t in tools.write),
+            policies=PolicyTexts(pool),
         )
         await runs.open()
         stack.push_async_callback(runs.close)

@@ -140,6 +140,8 @@ class ThreadState(BaseModel):
     created_at: str | None
     # who answers the thread: the agent, or a person (Human takeover in the README)
     control: dict[str, Any] | None = None
+    # the policy version the thread is pinned to (app/policies): its rules answer it
+    policy_version: int | None = None
 
 
 class HistoryItem(BaseModel):

@@ -1,0 +1,3 @@
+"""Policies as versioned data (issue 42): the agent's rules as immutable numbered versions,
+one live, at most one candidate for a share of new conversations; each thread pinned to
+one version by the statement that opens its runs. docs/policies.md."""
