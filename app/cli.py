@@ -415,7 +415,9 @@ def parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
     token = sub.add_parser("token", help="print a bearer token")
     token.add_argument("user_id")
-    token.add_argument("--role", choices=["customer", "guest", "staff"], default="customer")
+    token.add_argument(
+        "--role", choices=["customer", "guest", "staff", "admin"], default="customer"
+    )
     token.add_argument("--name", default=None, help="a staff member's display name")
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)

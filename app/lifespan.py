@@ -26,6 +26,7 @@ from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
+from app.policies.tester import PolicyTester
 from app.policies.texts import PolicyTexts
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls
@@ -114,6 +115,8 @@ async def build_services(
         webhooks = WebhookWorker(pool, settings, render=render)
         await webhooks.open()
         stack.push_async_callback(webhooks.close)
+        policy_tester = PolicyTester(pool, settings, url)
+        stack.push_async_callback(policy_tester.close)
         yield Services(
             settings=settings,
             pool=pool,
@@ -125,6 +128,7 @@ async def build_services(
             metrics=metrics,
             feed=feed,
             model_label=label,
+            policy_tester=policy_tester,
         )
 
 

@@ -21,10 +21,10 @@ async def reset_policies(pool: AsyncConnectionPool[Any]) -> None:
         await conn.execute("DELETE FROM policy_moves")
         await conn.execute("DELETE FROM policy_tests")
         await conn.execute("DELETE FROM policy_events WHERE version > 1 OR actor <> 'migration'")
+        await conn.execute("DELETE FROM policy_versions WHERE version > 1")
         await conn.execute(
             "UPDATE policy_versions SET state = 'live', percent = NULL WHERE version = 1"
         )
-        await conn.execute("DELETE FROM policy_versions WHERE version > 1")
 
 
 class PromptRecorder:
