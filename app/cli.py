@@ -422,6 +422,9 @@ def parser() -> argparse.ArgumentParser:
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)
+    from app.policies.command import add_parser as add_policy_parser
+
+    add_policy_parser(sub)  # issue 42
     return p
 
 

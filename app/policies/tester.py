@@ -138,6 +138,11 @@ class PolicyTester:
                 self.pool, test_id, "failed", error=f"{type(error).__name__}"[:200]
             )
 
+    async def wait(self, test_id: str) -> None:
+        task = self._tasks.get(test_id)
+        if task is not None:
+            await asyncio.wait([task])
+
     async def close(self) -> None:
         for task in list(self._tasks.values()):
             task.cancel()
