@@ -45,6 +45,8 @@ async def analytics_summary(
     start: Annotated[datetime | None, Query(alias="from")] = None,
     end: Annotated[datetime | None, Query(alias="to")] = None,
     group: Literal["day", "week"] = "day",
+    policy_version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    by: Literal["policy_version"] | None = None,
 ) -> dict[str, Any]:
     """Conversations that started in [from, to) (default: the last 30 days), by UTC day or
     ISO week. Rates are fractions of all of the period's conversations."""
@@ -52,7 +54,14 @@ async def analytics_summary(
     start = _aware(start) if start else end - DEFAULT_RANGE
     if start >= end:
         raise AppError("`from` must be before `to`", code="bad_range")
-    return await summary(services.pool, start, end, group)
+    return await summary(
+        services.pool,
+        start,
+        end,
+        group,
+        policy_version=policy_version,
+        by_version=by == "policy_version",
+    )
 
 
 @router.get("/staff/analytics/conversations", summary="Conversations with outcome and flags")
@@ -65,6 +74,7 @@ async def analytics_conversations(
     max_score: Annotated[int | None, Query(ge=1, le=5)] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    policy_version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> dict[str, Any]:
     """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`.
     `flagged=true` keeps those with any flag, `false` those with none."""
@@ -76,5 +86,6 @@ async def analytics_conversations(
         max_score=max_score,
         after=position_of(cursor),
         limit=limit,
+        policy_version=policy_version,
     )
     return {"items": items, "next_cursor": cursor_of(*last) if last else None}

@@ -255,6 +255,25 @@ def upgrade() -> None:
     ALTER TABLE threads ALTER COLUMN policy_version DROP DEFAULT;
     ALTER TABLE runs ADD COLUMN policy_version int DEFAULT 1;
     ALTER TABLE runs ALTER COLUMN policy_version DROP DEFAULT;
+
+    -- A conversation's outcome carries the version that answered its last turn, taken
+    -- from the thread as the sweep writes the outcome (kept when the thread is gone), so
+    -- analytics can compare versions without the sweep knowing about them.
+    ALTER TABLE conversation_outcomes ADD COLUMN policy_version int DEFAULT 1;
+    ALTER TABLE conversation_outcomes ALTER COLUMN policy_version DROP DEFAULT;
+    CREATE INDEX conversation_outcomes_policy
+        ON conversation_outcomes (policy_version, started_at);
+    CREATE FUNCTION cs_outcome_policy() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.policy_version := coalesce(
+            (SELECT t.policy_version FROM threads t WHERE t.thread_id = NEW.thread_id),
+            CASE WHEN TG_OP = 'UPDATE' THEN OLD.policy_version END,
+            NEW.policy_version);
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER conversation_outcomes_policy
+        BEFORE INSERT OR UPDATE ON conversation_outcomes
+        FOR EACH ROW EXECUTE FUNCTION cs_outcome_policy();
     """)
     rules = _literal(SHIPPED_INSTRUCTIONS)
     op.execute(
@@ -270,6 +289,9 @@ def downgrade() -> None:
     op.execute(f"DROP FUNCTION {SIGNATURE}")
     op.execute(begin_run(pinned=False))
     op.execute("""
+    DROP TRIGGER conversation_outcomes_policy ON conversation_outcomes;
+    DROP FUNCTION cs_outcome_policy();
+    ALTER TABLE conversation_outcomes DROP COLUMN policy_version;
     ALTER TABLE runs DROP COLUMN policy_version;
     ALTER TABLE threads DROP COLUMN policy_version;
     DROP TABLE policy_moves, policy_tests, policy_events, policy_versions;
