@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.errors import UniqueViolation
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -136,6 +137,17 @@ async def publish(pool: Pool, order: Publish) -> Json:
     """`percent` 100: the version goes live and the live one is retired; fewer: it becomes
     the candidate at that share. Refused (409 gate_not_passed) when its latest test did not
     pass, unless forced with a reason, which the event records with who forced it."""
+    try:
+        await _publish(pool, order)
+    except UniqueViolation:  # another publish took the live or candidate slot meanwhile
+        raise Conflict(
+            "another change of the published versions came first; look again and retry",
+            code="policy_conflict",
+        ) from None
+    return await get_version(pool, order.version)
+
+
+async def _publish(pool: Pool, order: Publish) -> None:
     async with pool.connection() as conn, conn.transaction():
         published = await _lock_published(conn)
         rows = await _rows(
@@ -176,7 +188,6 @@ async def publish(pool: Pool, order: Publish) -> Json:
             forced=order.force,
             reason=order.reason,
         )
-    return await get_version(pool, order.version)
 
 
 def _check_gate(version: int, test: Json | None) -> None:

@@ -3,6 +3,7 @@ refusals and a forced publish on record, and that no customer can choose a versi
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -217,3 +218,21 @@ class TestCustomersCannotChoose:
         assert all(MARK not in p for p in model.prompts["hello again"])
         state = (await client.get("/threads/choose-2/state", headers=h)).json()
         assert state["policy_version"] == 1
+
+
+class TestConcurrentPublishes:
+    async def test_two_candidates_published_at_once_one_wins_the_other_gets_409(
+        self, client: httpx.AsyncClient, server: LiveServer
+    ) -> None:
+        admin = server.headers(LEAD, "admin")
+        first, second = await create(client, server), await create(client, server)
+        body = {"percent": 30, "force": True, "reason": "race"}
+        answers = await asyncio.gather(
+            client.post(f"/staff/policies/{first}/publish", json=body, headers=admin),
+            client.post(f"/staff/policies/{second}/publish", json=body, headers=admin),
+        )
+        assert sorted(a.status_code for a in answers) == [200, 409]
+        loser = next(a for a in answers if a.status_code == 409)
+        assert loser.json()["error"]["code"] in ("candidate_exists", "policy_conflict")
+        listed = (await client.get("/staff/policies", headers=admin)).json()["items"]
+        assert [v["state"] for v in listed].count("candidate") == 1
