@@ -425,6 +425,9 @@ def parser() -> argparse.ArgumentParser:
     from app.policies.command import add_parser as add_policy_parser
 
     add_policy_parser(sub)  # issue 42
+    from app.help.command import add_parser as add_help_parser
+
+    add_help_parser(sub)  # issue 42: a company's own help centre
     return p
 
 

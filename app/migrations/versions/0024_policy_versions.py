@@ -274,6 +274,15 @@ def upgrade() -> None:
     CREATE TRIGGER conversation_outcomes_policy
         BEFORE INSERT OR UPDATE ON conversation_outcomes
         FOR EACH ROW EXECUTE FUNCTION cs_outcome_policy();
+
+    -- Whose help centre `help_articles` holds: the shipped articles (kept current at every
+    -- start) or a company's own (`cs-agent help import DIR`), which a start leaves alone.
+    CREATE TABLE help_source (
+        only_row     bool PRIMARY KEY DEFAULT true CHECK (only_row),
+        source       text NOT NULL CHECK (source IN ('shipped', 'imported')),
+        changed_by   text NOT NULL,
+        changed_at   timestamptz NOT NULL DEFAULT now()
+    );
     """)
     rules = _literal(SHIPPED_INSTRUCTIONS)
     op.execute(
@@ -289,6 +298,7 @@ def downgrade() -> None:
     op.execute(f"DROP FUNCTION {SIGNATURE}")
     op.execute(begin_run(pinned=False))
     op.execute("""
+    DROP TABLE help_source;
     DROP TRIGGER conversation_outcomes_policy ON conversation_outcomes;
     DROP FUNCTION cs_outcome_policy();
     ALTER TABLE conversation_outcomes DROP COLUMN policy_version;
