@@ -55,6 +55,8 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         app.add_api_route("/console", _console_page, include_in_schema=False)
     if (STATIC_DIR / "console-analytics.html").exists():
         app.add_api_route("/console/analytics", _analytics_page, include_in_schema=False)
+    if (STATIC_DIR / "console-policies.html").exists():  # issue 42
+        app.add_api_route("/console/policies", _policies_page, include_in_schema=False)
     if (STATIC_DIR / "index.html").exists():
         page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
         app.mount("/", page, name="static")
@@ -83,4 +85,11 @@ async def _analytics_page() -> FileResponse:
     """The console's analytics page (app/static/console-analytics.html); its data comes
     from the staff-only /staff/analytics API, so the page itself holds nothing."""
     path = STATIC_DIR / "console-analytics.html"
+    return FileResponse(path, headers=page_headers(CHAT_PAGE_CSP))
+
+
+async def _policies_page() -> FileResponse:
+    """The console's policies page (app/static/console-policies.html); its data comes from
+    the staff-only /staff/policies API."""
+    path = STATIC_DIR / "console-policies.html"
     return FileResponse(path, headers=page_headers(CHAT_PAGE_CSP))
