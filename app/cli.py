@@ -422,11 +422,9 @@ def parser() -> argparse.ArgumentParser:
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)
-    from app.policies.command import add_parser as add_policy_parser
+    from app.cli_policies import add_help_parser, add_policy_parser
 
     add_policy_parser(sub)  # issue 42
-    from app.help.command import add_parser as add_help_parser
-
     add_help_parser(sub)  # issue 42: a company's own help centre
     return p
 

@@ -22,11 +22,11 @@ from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
 from app.db.pool import open_pool
 from app.demo.model import DEMO_MODEL_NAME, demo_chat_model
+from app.eval.policy_gate import PolicyTester
 from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
-from app.policies.tester import PolicyTester
 from app.policies.texts import PolicyTexts
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls

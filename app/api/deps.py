@@ -17,7 +17,7 @@ from app.config import Settings
 from app.errors import Unauthorized
 from app.identity import Principal
 from app.metrics import Metrics
-from app.policies.tester import PolicyTester
+from app.policies.ports import PolicyTests
 from app.runs.control import Controls
 from app.runs.feed import ThreadFeed
 from app.runs.inspect import ThreadInspector
@@ -38,7 +38,7 @@ class Services:
     metrics: Metrics
     feed: ThreadFeed  # the threads' own streams, one poller for the process
     model_label: str  # "demo" or the configured model name
-    policy_tester: PolicyTester | None = None  # the policy gate's tests (issue 42)
+    policy_tester: PolicyTests | None = None  # the policy gate's tests (issue 42)
 
     @cached_property
     def limiter(self) -> RateLimiter:

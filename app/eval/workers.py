@@ -35,7 +35,7 @@ from app.eval.tasks import Task
 
 Progress = Callable[[str], None]
 # Run on the fresh shop's database before the workers' copies are made (a policy test
-# makes the version under test live there: app/policies/tester.py).
+# makes the version under test live there: app/eval/policy_gate.py).
 Prepare = Callable[[AsyncConnection[Any]], Awaitable[None]]
 MAX_ROWS_RESTORED = 500
 # What every evaluated service is started with, over the environment (and under the caller's

@@ -1,6 +1,12 @@
-"""`cs-agent policy list | show V | diff A B | create FILE | test V --tasks FILE |
-publish V --percent N [--force --reason R] | rollback`: the routes' verbs, on the database
-(whoever can reach it is an admin, as for `migrate`). Changes are recorded as `cli:<user>`.
+"""Issue 42's commands.
+
+`cs-agent policy list | show V | diff A B | create FILE | test V --tasks FILE |
+publish V --percent N [--force --reason R] | rollback`: the policy routes' verbs, on the
+database (whoever can reach it is an admin, as for `migrate`). Changes are recorded as
+`cli:<user>`.
+
+`cs-agent help import DIR | import --shipped | export DIR`: a company's own help centre
+(app/help/transfer.py).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ def actor() -> str:
         return "cli"
 
 
-def add_parser(sub: Any) -> None:
+def add_policy_parser(sub: Any) -> None:
     policy = sub.add_parser("policy", help="policy versions: list, show, diff, create, publish")
     verbs = policy.add_subparsers(dest="policy_command", required=True)
     verbs.add_parser("list", help="versions with state, share and latest test").set_defaults(
@@ -120,7 +126,7 @@ def cmd_create(args: argparse.Namespace) -> None:
 
 def cmd_test(args: argparse.Namespace) -> None:
     from app.cli import _settings_with_database
-    from app.policies.tester import PolicyTester
+    from app.eval.policy_gate import PolicyTester
 
     tasks = json.loads(Path(args.tasks).read_text(encoding="utf-8"))
     if not isinstance(tasks, list):
@@ -163,3 +169,46 @@ def cmd_rollback(args: argparse.Namespace) -> None:
         print(f"version {got['retired']} retired; version {got['live']} is live")
 
     _run(work)
+
+
+def _run_plain(work: Work) -> None:
+    from app.cli import _settings_with_database, _with_pool
+
+    asyncio.run(_with_pool(_settings_with_database(), work))
+
+
+def add_help_parser(sub: Any) -> None:
+    help_centre = sub.add_parser("help", help="the help centre: import or export its articles")
+    verbs = help_centre.add_subparsers(dest="help_command", required=True)
+    imp = verbs.add_parser("import", help="replace every article with DIR's <id>.md files")
+    where = imp.add_mutually_exclusive_group(required=True)
+    where.add_argument("dir", nargs="?", help="a folder of <id>.md articles")
+    where.add_argument("--shipped", action="store_true", help="back to the shipped articles")
+    imp.set_defaults(func=cmd_help_import)
+    exp = verbs.add_parser("export", help="write every article to DIR as <id>.md")
+    exp.add_argument("dir")
+    exp.set_defaults(func=cmd_help_export)
+
+
+def cmd_help_import(args: argparse.Namespace) -> None:
+    from app.help.transfer import import_articles, read_articles
+
+    articles = None if args.shipped else read_articles(Path(args.dir))
+
+    async def work(pool: AsyncConnectionPool[Any]) -> None:
+        summary = await import_articles(pool, articles, actor())
+        source = "the shipped articles" if articles is None else args.dir
+        print(f"help centre: {summary.total} articles from {source} ({summary.removed} removed)")
+
+    _run_plain(work)
+
+
+def cmd_help_export(args: argparse.Namespace) -> None:
+    from app.help.transfer import current_articles, write_articles
+
+    async def work(pool: AsyncConnectionPool[Any]) -> None:
+        articles = await current_articles(pool)
+        await asyncio.to_thread(write_articles, Path(args.dir), articles)
+        print(f"wrote {len(articles)} articles to {args.dir}")
+
+    _run_plain(work)
