@@ -24,7 +24,7 @@ from app.runs.statements import (
 )
 
 _RUN_FIELDS = """run_id, status, created_at, finished_at, owner, ttft_ms,
-    result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id"""
+    result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id, policy_version"""
 
 
 class RunRepository:

@@ -141,6 +141,8 @@ class TestPinning:
         assert await run_versions(db, f"{NOAH}:d-1") == [1, 1]
         state = (await client.get("/threads/d-1/state", headers=h)).json()
         assert state["policy_version"] == 1
+        runs = (await client.get("/threads/d-1/runs", headers=h)).json()
+        assert [r["policy_version"] for r in runs["items"]] == [1, 1]
 
     async def test_half_the_new_threads_get_the_candidate_and_keep_it_then_rollback(
         self,
