@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -108,6 +109,7 @@ class PolicyTester:
 
     async def _run(self, test_id: str, version: int, baseline: int, folder: Path) -> None:
         bound = log.bind(policy_test=test_id, version=version, baseline=baseline)
+        status = "failed"
         try:
             runs = {}
             for label, number in (("live", baseline), ("candidate", version)):
@@ -133,10 +135,15 @@ class PolicyTester:
             )
             raise
         except Exception as error:
-            bound.exception("policy test failed")
+            bound.exception("policy test failed; its runs' logs are kept", folder=str(folder))
             await store.finish_test(
                 self.pool, test_id, "failed", error=f"{type(error).__name__}"[:200]
             )
+        finally:
+            # the comparison is stored with the test; the runs' folders (reports, service
+            # logs) go, unless the test failed and its logs may say why
+            if status != "failed":
+                shutil.rmtree(folder, ignore_errors=True)
 
     async def wait(self, test_id: str) -> None:
         task = self._tasks.get(test_id)
