@@ -13,6 +13,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from app.agent.prompts import POLICY
+from app.cli import main as cli_main
 from app.config import Settings
 from app.eval.tasks import shipped_tasks_path
 from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
@@ -128,3 +130,36 @@ class TestGateThroughTheService:
             f"/staff/policies/{equal}/publish", json={"percent": 100}, headers=admin
         )
         assert published.status_code == 200 and published.json()["state"] == "live"
+
+
+class TestGateFromTheCommandLine:
+    def test_policy_test_prints_the_comparison_and_its_status(
+        self,
+        database_url: str,
+        agent_model: ScriptedModelServer,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        for name, value in {
+            "DATABASE_URL": database_url,
+            "OPENAI_BASE_URL": agent_model.base_url,
+            "OPENAI_API_KEY": "test",
+            "LLM_MODEL": "gpt-4o-mini",
+        }.items():
+            monkeypatch.setenv(name, value)
+        policy = tmp_path / "p.md"
+        policy.write_text(
+            f"---\nparent: 1\nnote: breaks cancels\n---\n{POLICY}\n- {BREAKS_CANCEL}\n"
+        )
+        tasks = tmp_path / "tasks.json"
+        tasks.write_text(json.dumps(task_file()))
+        cli_main(["policy", "create", str(policy)])
+        version = capsys.readouterr().out.split()[-1]
+        cli_main(["policy", "test", version, "--tasks", str(tasks)])
+        out = capsys.readouterr().out
+        assert out.rstrip().endswith("status: regressed"), out
+        assert TASK_ID in out
+        cli_main(["policy", "list"])
+        listed = capsys.readouterr().out
+        assert f"| {version} | draft |" in listed and "| regressed |" in listed
