@@ -107,6 +107,7 @@ class RunRepository:
             )
             await conn.execute("DELETE FROM runs WHERE thread_id = %s", (thread_id,))
             await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
+            await conn.execute("DELETE FROM policy_moves WHERE thread_id = %s", (thread_id,))
 
     async def begin_run(
         self,

@@ -191,6 +191,14 @@ class TestPinning:
                 (f"{NOAH}:{on_candidate}",),
             )
             assert await cur.fetchall() == [{"from_version": v2, "to_version": 1}]
+        deleted = await client.delete(f"/threads/{on_candidate}", headers=h)
+        assert deleted.status_code == 204
+        async with db.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) AS n FROM policy_moves WHERE thread_id = %s",
+                (f"{NOAH}:{on_candidate}",),
+            )
+            assert (await cur.fetchone())["n"] == 0  # the record goes with the thread
 
     async def test_a_version_is_read_from_the_database_once_per_process(
         self,
