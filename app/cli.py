@@ -456,13 +456,19 @@ def parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
     token = sub.add_parser("token", help="print a bearer token")
     token.add_argument("user_id")
-    token.add_argument("--role", choices=["customer", "guest", "staff"], default="customer")
+    token.add_argument(
+        "--role", choices=["customer", "guest", "staff", "admin"], default="customer"
+    )
     token.add_argument("--name", default=None, help="a staff member's display name")
     token.add_argument("--ttl", type=int, help="lifetime in seconds")
     token.set_defaults(func=cmd_token)
     _eval_parser(sub)
     add_actions_parser(sub)
     add_mcp_parser(sub)
+    from app.cli_policies import add_help_parser, add_policy_parser
+
+    add_policy_parser(sub)  # issue 42
+    add_help_parser(sub)  # issue 42: a company's own help centre
     return p
 
 

@@ -10,8 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["customer", "guest", "staff"]
-ROLES: tuple[Role, ...] = ("customer", "guest", "staff")
+Role = Literal["customer", "guest", "staff", "admin"]
+ROLES: tuple[Role, ...] = ("customer", "guest", "staff", "admin")
+# Admins (issue 42: they publish policy versions) can do all staff can; ids as staff's.
+STAFF_ROLES: tuple[Role, ...] = ("staff", "admin")
 
 USER_ID_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,128}$")
 # Guests and customers must never share a user id, or a guest token could open a customer's
@@ -24,7 +26,7 @@ STAFF_PREFIX = "staff-"
 def subject_matches_role(user_id: str, role: str) -> bool:
     return user_id.startswith(GUEST_PREFIX) == (role == "guest") and user_id.startswith(
         STAFF_PREFIX
-    ) == (role == "staff")
+    ) == (role in STAFF_ROLES)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class AgentContext:
     user_id: str  # the token's subject
     role: Role
     thread_id: str  # "{user_id}:{session_id}"
+    # The rules of the policy version the thread is pinned to (app/policies); None: the
+    # shipped rules (app/agent/prompts.py POLICY, version 1).
+    rules: str | None = None
+    policy_version: int | None = None
 
 
 def conversation_customer(context: AgentContext, verified_user_id: str | None) -> str | None:

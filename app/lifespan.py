@@ -28,10 +28,12 @@ from app.db.embedded import database_url
 from app.db.listen import Listener
 from app.db.pool import open_pool
 from app.demo.model import DEMO_MODEL_NAME, demo_chat_model
+from app.eval.policy_gate import PolicyTester
 from app.gc_tuning import tune_for_serving
 from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
+from app.policies.texts import PolicyTexts
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls
 from app.runs.feed import ThreadFeed
@@ -107,6 +109,7 @@ async def build_services(
             metrics,
             ledger=ledger,
             write_names=frozenset(t.name for t in tools.write),
+            policies=PolicyTexts(pool),
         )
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         feed = ThreadFeed(pool)
@@ -121,6 +124,8 @@ async def build_services(
         if listener is not None:
             listener.start()
             stack.push_async_callback(listener.stop)
+        policy_tester = PolicyTester(pool, settings, url)
+        stack.push_async_callback(policy_tester.close)
         yield Services(
             settings=settings,
             pool=pool,
@@ -133,6 +138,7 @@ async def build_services(
             feed=feed,
             model_label=label,
             actions=actions,
+            policy_tester=policy_tester,
         )
 
 

@@ -25,6 +25,7 @@ from app.api.routes import (
     staff,
     threads,
 )
+from app.api.routes.policies import router as policy_router
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.lifespan import lifespan_for
@@ -59,11 +60,14 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     routers = (health, auth, threads, messages, runs, memory, help, staff, analytics, actions)
     for router in (r.router for r in routers):
         app.include_router(router)
+    app.include_router(policy_router)  # issue 42
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg
     if (STATIC_DIR / "console.html").exists():
         app.add_api_route("/console", _console_page, include_in_schema=False)
     if (STATIC_DIR / "console-analytics.html").exists():
         app.add_api_route("/console/analytics", _analytics_page, include_in_schema=False)
+    if (STATIC_DIR / "console-policies.html").exists():  # issue 42
+        app.add_api_route("/console/policies", _policies_page, include_in_schema=False)
     if (STATIC_DIR / "index.html").exists():
         page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
         app.mount("/", page, name="static")
@@ -92,4 +96,11 @@ async def _analytics_page() -> FileResponse:
     """The console's analytics page (app/static/console-analytics.html); its data comes
     from the staff-only /staff/analytics API, so the page itself holds nothing."""
     path = STATIC_DIR / "console-analytics.html"
+    return FileResponse(path, headers=page_headers(CHAT_PAGE_CSP))
+
+
+async def _policies_page() -> FileResponse:
+    """The console's policies page (app/static/console-policies.html); its data comes from
+    the staff-only /staff/policies API."""
+    path = STATIC_DIR / "console-policies.html"
     return FileResponse(path, headers=page_headers(CHAT_PAGE_CSP))

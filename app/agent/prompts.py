@@ -5,6 +5,7 @@ from __future__ import annotations
 from langchain_core.messages import SystemMessage
 
 from app.identity import AgentContext, conversation_customer
+from app.policies.render import with_identity
 
 POLICY = """You are the customer-service agent of an online shop. Be brief, friendly and exact.
 Rules:
@@ -47,7 +48,8 @@ def system_prompt(
         if customer
         else GUEST_UNVERIFIED
     )
-    text = POLICY.format(identity=identity)
+    # The thread's policy version's rules (issue 42); POLICY is version 1, shipped.
+    text = with_identity(context.rules if context.rules is not None else POLICY, identity)
     if handed_off:
         text += "\nThis conversation has been handed to a human agent; say so if asked."
     if summary:

@@ -36,7 +36,8 @@ _MEASURES = """count(*) AS conversations,
         count(*) FILTER (WHERE result = 'failed') AS failed,
         count(*) FILTER (WHERE tool_errors > 0) AS with_tool_errors,
         coalesce(sum(cost_usd), 0)::float8 AS cost_usd"""
-_IN_RANGE = "started_at >= %(from)s AND started_at < %(to)s"
+_IN_RANGE = """started_at >= %(from)s AND started_at < %(to)s
+    AND (%(policy_version)s::int IS NULL OR policy_version = %(policy_version)s)"""
 _START = "date_trunc(%(group)s, started_at, 'UTC')"
 _PERIODS = f"""SELECT {_START} AS start, {_MEASURES}
     FROM conversation_outcomes WHERE {_IN_RANGE} GROUP BY 1 ORDER BY 1"""
@@ -51,11 +52,16 @@ _TOOLS = f"""SELECT {_START} AS start, c.key AS tool, sum(c.value::int)::int AS 
         sum(coalesce((tool_errors_by_tool ->> c.key)::int, 0))::int AS errors
     FROM conversation_outcomes CROSS JOIN LATERAL jsonb_each_text(tool_calls_by_tool) AS c
     WHERE {_IN_RANGE} GROUP BY 1, 2 ORDER BY 1, 2"""
+# By policy version (issue 42), judge scores included.
+_VERSIONS = f"""SELECT policy_version, {_MEASURES},
+        avg(score)::float8 AS score_avg, count(score) AS scored
+    FROM conversation_outcomes WHERE {_IN_RANGE} GROUP BY 1 ORDER BY 1"""
 _LIST = """SELECT thread_id, result, handoff_reason, flags, score, score_reasons, turns,
         tool_calls, tool_errors, tokens_in, tokens_out, cost_usd::float8 AS cost_usd,
-        started_at, ended_at
+        started_at, ended_at, policy_version
     FROM conversation_outcomes
-    WHERE (%(flag)s::text IS NULL
+    WHERE (%(policy_version)s::int IS NULL OR policy_version = %(policy_version)s)
+      AND (%(flag)s::text IS NULL
            OR flags @> jsonb_build_array(jsonb_build_object('code', %(flag)s::text)))
       AND (%(flagged)s::bool IS NULL OR (jsonb_array_length(flags) > 0) = %(flagged)s)
       AND (%(result)s::text IS NULL OR result = %(result)s)
@@ -101,9 +107,17 @@ def _add_tool(tools: dict[str, dict[str, Any]], name: str, calls: int, errors: i
 
 
 async def summary(
-    pool: AsyncConnectionPool[Any], start: datetime, end: datetime, group: Group
+    pool: AsyncConnectionPool[Any],
+    start: datetime,
+    end: datetime,
+    group: Group,
+    *,
+    policy_version: int | None = None,
+    by_version: bool = False,
 ) -> dict[str, Any]:
-    params = {"from": start, "to": end, "group": group}
+    """`policy_version`: only that version's conversations; `by_version`: also each
+    version's measures and mean judge score (`policy_versions`)."""
+    params = {"from": start, "to": end, "group": group, "policy_version": policy_version}
     # Never prepared: the pools run prepared statements on their generic plan
     # (app/db/pool.py), which cannot know whether a range is a day or a year. A report is
     # asked for now and then; planning it for its own range costs nothing that matters.
@@ -112,6 +126,9 @@ async def summary(
         totals = await (await conn.execute(_TOTALS, params, prepare=False)).fetchone()
         ttft = await (await conn.execute(_TTFT, params, prepare=False)).fetchall()
         tools = await (await conn.execute(_TOOLS, params, prepare=False)).fetchall()
+        versions = []
+        if by_version:
+            versions = await (await conn.execute(_VERSIONS, params, prepare=False)).fetchall()
     assert totals is not None
     by_start = {r["start"]: {"start": r["start"].isoformat(), **_measures(r)} for r in periods}
     whole = _measures(totals)
@@ -121,7 +138,22 @@ async def summary(
     for row in tools:
         _add_tool(by_start[row["start"]]["tools"], row["tool"], row["calls"], row["errors"])
         _add_tool(whole["tools"], row["tool"], row["calls"], row["errors"])
-    return {"periods": list(by_start.values()), "totals": whole}
+    got: dict[str, Any] = {"periods": list(by_start.values()), "totals": whole}
+    if by_version:
+        got["policy_versions"] = [_version_measures(r) for r in versions]
+    return got
+
+
+def _version_measures(row: dict[str, Any]) -> dict[str, Any]:
+    measures = _measures(row)
+    del measures["ttft_p50_ms"], measures["ttft_p95_ms"], measures["tools"]
+    score = row["score_avg"]
+    return {
+        "policy_version": row["policy_version"],
+        **measures,
+        "score_avg": None if score is None else round(float(score), 3),
+        "scored": int(row["scored"]),
+    }
 
 
 async def conversations(
@@ -135,10 +167,12 @@ async def conversations(
     limit: int,
     start: datetime | None = None,
     end: datetime | None = None,
+    policy_version: int | None = None,
 ) -> tuple[list[dict[str, Any]], tuple[datetime, str] | None]:
     """A page of outcomes, newest ended first, and the position after it (None: the end).
     `start`/`end`: conversations that started in [start, end), as the summary counts them."""
     params = {
+        "policy_version": policy_version,
         "flag": flag,
         "flagged": flagged,
         "result": result,

@@ -13,6 +13,7 @@ from app.identity import (
     GUEST_PREFIX,
     ROLES,
     STAFF_PREFIX,
+    STAFF_ROLES,
     USER_ID_RE,
     Principal,
     Role,
@@ -99,11 +100,11 @@ def _verify(secret: str, token: str) -> tuple[Principal, float]:
     if not isinstance(sub, str) or not USER_ID_RE.fullmatch(sub):
         raise Unauthorized("the token's subject is not a valid user id")
     if role not in ROLES:
-        raise Unauthorized("the token's role must be customer, guest or staff")
+        raise Unauthorized("the token's role must be customer, guest, staff or admin")
     if not subject_matches_role(sub, role):
         raise Unauthorized("the token's subject does not match its role")
     name = claims.get("name")
-    if role != "staff" or not isinstance(name, str) or not name.strip():
+    if role not in STAFF_ROLES or not isinstance(name, str) or not name.strip():
         name = None
     principal = Principal(user_id=sub, role=role, name=name[:MAX_NAME_CHARS] if name else None)
     return principal, float(claims["exp"])

@@ -18,6 +18,7 @@ from app.config import Settings
 from app.errors import Unauthorized
 from app.identity import Principal
 from app.metrics import Metrics
+from app.policies.ports import PolicyTests
 from app.runs.control import Controls
 from app.runs.feed import ThreadFeed
 from app.runs.inspect import ThreadInspector
@@ -39,6 +40,7 @@ class Services:
     feed: ThreadFeed  # the threads' own streams, one poller for the process
     model_label: str  # "demo" or the configured model name
     actions: Actions | None = None  # the actions file's sources (app/actions), when set
+    policy_tester: PolicyTests | None = None  # the policy gate's tests (issue 42)
 
     @cached_property
     def limiter(self) -> RateLimiter:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
 
-from app.identity import USER_ID_RE, Role
+from app.identity import USER_ID_RE
 
 # Postgres text cannot hold NUL, so a NUL that reached a query was a 500. Every text input is
 # checked here, at the edge: free text may hold tabs and line breaks, and no other control
@@ -66,7 +66,8 @@ class RewindIn(BaseModel):
 
 class DemoLoginIn(BaseModel):
     user_id: str | None = Field(default=None, pattern=USER_ID_RE.pattern)
-    role: Role = "customer"
+    # never "admin": the demo sign-in does not mint admins (`cs-agent token --role admin`)
+    role: Literal["customer", "guest", "staff"] = "customer"
     name: str | None = Field(default=None, max_length=80)  # a staff member's display name
 
 
@@ -140,6 +141,8 @@ class ThreadState(BaseModel):
     created_at: str | None
     # who answers the thread: the agent, or a person (Human takeover in the README)
     control: dict[str, Any] | None = None
+    # the policy version the thread is pinned to (app/policies): its rules answer it
+    policy_version: int | None = None
 
 
 class HistoryItem(BaseModel):

@@ -230,6 +230,7 @@ async def erase_user(
             await keep(conn, [row["t"] for row in claimed])
         prefix = "WHERE starts_with(thread_id, %(prefix)s)"
         await _redact_images(conn, _USER_AUDIT, params)
+        await delete(f"DELETE FROM policy_moves {prefix}")  # which rules answered (issue 42)
         erased = Erased(
             checkpoint_writes=await delete(f"DELETE FROM checkpoint_writes {prefix}"),
             checkpoint_blobs=await delete(f"DELETE FROM checkpoint_blobs {prefix}"),

@@ -24,7 +24,7 @@ from app.eval.runner import CustomerModel, RunOptions, builtin_customer, run_tas
 from app.eval.simulator import OpenAIChat
 from app.eval.taskdata import needs_shop, run_data
 from app.eval.tasks import Task, TaskFileError, dump_tasks, load_tasks
-from app.eval.workers import Progress, Workbench
+from app.eval.workers import Prepare, Progress, Workbench
 
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -41,6 +41,7 @@ class EvalConfig:
     task_ids: Sequence[str] = ()
     # Laid over the environment of every service process (e.g. the agent model's settings).
     service_env: Mapping[str, str] = field(default_factory=dict)
+    prepare: Prepare | None = None  # run on the fresh shop's database (workers.py)
 
 
 def progress_to_stderr(message: str) -> None:
@@ -98,6 +99,7 @@ async def evaluate(
             log_dir=config.out / "logs",
             service_env=config.service_env,
             progress=progress,
+            prepare=config.prepare,
         ) as bench,
     ):
         options = RunOptions(config.trials, config.guest, config.max_turns, progress)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import secrets
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +34,9 @@ from app.eval.snapshot import RowDiff, Snapshot, diff, read_snapshot, restore
 from app.eval.tasks import Task
 
 Progress = Callable[[str], None]
+# Run on the fresh shop's database before the workers' copies are made (a policy test
+# makes the version under test live there: app/eval/policy_gate.py).
+Prepare = Callable[[AsyncConnection[Any]], Awaitable[None]]
 MAX_ROWS_RESTORED = 500
 # What every evaluated service is started with, over the environment (and under the caller's
 # `service_env`): codes recorded readably in the outbox, and no per-user limits (one customer
@@ -106,6 +109,7 @@ class Workbench:
     log_dir: Path
     service_env: Mapping[str, str] = field(default_factory=dict)
     progress: Progress = print
+    prepare: Prepare | None = None
     request_timeout_s: float = 600.0
     secret: str = field(default_factory=lambda: secrets.token_urlsafe(48))
     workers: list[Worker] = field(default_factory=list)
@@ -165,6 +169,8 @@ class Workbench:
         await migrate(template_url)
         async with await connect(template_url) as conn:
             await import_data(conn, self.data)
+            if self.prepare is not None:
+                await self.prepare(conn)
         await self._terminate_sessions(template)
         for index in range(self.size):
             name = f"{self._name}_w{index}"

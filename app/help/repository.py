@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -26,15 +27,21 @@ class SyncSummary:
 
 
 async def sync_help_articles(
-    pool: AsyncConnectionPool[Any], articles: Sequence[HelpArticle] | None = None
+    pool: AsyncConnectionPool[Any],
+    articles: Sequence[HelpArticle] | None = None,
+    *,
+    replace_own: bool = False,
 ) -> SyncSummary:
     """Make `help_articles` hold exactly `articles` (default: the shipped ones). Idempotent.
 
     Unchanged rows are not rewritten, and rows are locked in id order, so replicas starting
-    together do not deadlock or churn the index.
+    together do not deadlock or churn the index. A company's own help centre (`cs-agent
+    help import`, app/help/transfer.py) is left as it is unless `replace_own`.
     """
     articles = sorted(shipped_articles() if articles is None else articles, key=lambda a: a.id)
     async with pool.connection() as conn, conn.transaction():
+        if not replace_own and await _company_owned(conn):
+            return SyncSummary(written=0, removed=0, total=0)
         written = 0
         async with conn.cursor() as cur:
             for a in articles:
@@ -56,6 +63,14 @@ async def sync_help_articles(
             )
             removed = cur.rowcount
     return SyncSummary(written=written, removed=removed, total=len(articles))
+
+
+async def _company_owned(conn: AsyncConnection[Any]) -> bool:
+    # locked: an import and a start's sync do not interleave
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute("SELECT source FROM help_source FOR UPDATE")
+        row = await cur.fetchone()
+    return row is not None and row["source"] == "imported"
 
 
 async def get_article(pool: AsyncConnectionPool[Any], article_id: str) -> HelpArticle | None:

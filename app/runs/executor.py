@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -23,6 +23,7 @@ from app.db.checkpointer import HeldRows, prefetched, run_batching
 from app.fencing import LeaseLost, current_control, current_lease
 from app.identity import AgentContext, Principal
 from app.metrics import Metrics
+from app.policies.texts import PolicyTexts
 from app.runs.events import TurnRecorder
 from app.runs.leases import ThreadLeases
 from app.runs.logs import LogShipper
@@ -81,8 +82,10 @@ class Executor:
         *,
         ledger: WriteLedger | None,
         write_names: frozenset[str],
+        policies: PolicyTexts | None = None,
     ) -> None:
         self.graph = graph
+        self.policies = policies  # each policy version's rules, read once per process
         self.settings = settings
         self.leases = leases
         self.repo = repo
@@ -147,7 +150,10 @@ class Executor:
         current_control.set(run.control)  # a cancel reaches the agent node through it
         config = run_config(run.thread_id, self.settings)
         context = AgentContext(
-            user_id=principal.user_id, role=principal.role, thread_id=run.thread_id
+            user_id=principal.user_id,
+            role=principal.role,
+            thread_id=run.thread_id,
+            policy_version=run.policy_version,
         )
         recorder = TurnRecorder()
         status = "failed"
@@ -164,6 +170,9 @@ class Executor:
                     checkpoint_id=run.start_checkpoint_id,
                 )
             )
+            if self.policies is not None and run.policy_version is not None:
+                rules = await self.policies.rules(run.policy_version)
+                context = replace(context, rules=rules)
             run.in_graph = True
             # the run's checkpoints are held back and stored together (checkpointer.py),
             # and the checkpoint it starts from is the one its claim read

@@ -25,7 +25,7 @@ from app.runs.statements import (
 )
 
 _RUN_FIELDS = """run_id, status, created_at, finished_at, owner, ttft_ms,
-    result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id"""
+    result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id, policy_version"""
 
 
 # A cancel or a log request, and the NOTIFY that wakes the run's owner at once
@@ -118,6 +118,7 @@ class RunRepository:
             )
             await conn.execute("DELETE FROM runs WHERE thread_id = %s", (thread_id,))
             await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
+            await conn.execute("DELETE FROM policy_moves WHERE thread_id = %s", (thread_id,))
 
     async def begin_run(
         self,

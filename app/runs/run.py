@@ -45,6 +45,7 @@ class Run:
     lease: Lease | None = None
     start_checkpoint_id: str | None = None  # the checkpoint the run started from
     checkpoint_row: dict[str, Any] | None = None  # that checkpoint, as the claim read it
+    policy_version: int | None = None  # the thread's pinned rules, as the claim read them
     log: list[Sequenced] = field(default_factory=list)  # every event so far, ids 1, 2, ...
     result: dict[str, Any] | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event)

@@ -27,6 +27,7 @@ from app.errors import Conflict, NotFound, ThreadBusy
 from app.fencing import Lease
 from app.identity import Principal
 from app.metrics import Metrics, lock_wait, timed
+from app.policies.texts import PolicyTexts
 from app.runs.executor import Executor
 from app.runs.held import HeldThreads
 from app.runs.leases import ThreadLeases
@@ -57,6 +58,7 @@ class RunService:
         *,
         ledger: WriteLedger | None = None,
         write_names: frozenset[str] = frozenset(),
+        policies: PolicyTexts | None = None,
     ) -> None:
         self.graph = graph
         self.settings = settings
@@ -66,7 +68,14 @@ class RunService:
         self.write_names = write_names
         self.gate = PostGate(settings, metrics)
         self.executor = Executor(
-            graph, settings, leases, repo, metrics, ledger=ledger, write_names=write_names
+            graph,
+            settings,
+            leases,
+            repo,
+            metrics,
+            ledger=ledger,
+            write_names=write_names,
+            policies=policies,
         )
         self.held = HeldThreads(graph, settings, repo, leases)
         self.requests = RunRequests(
@@ -104,6 +113,7 @@ class RunService:
         self.leases.held(run.lease)
         run.start_checkpoint_id = begun.checkpoint_id
         run.checkpoint_row = begun.checkpoint
+        run.policy_version = begun.policy_version
         if begun.stale_run is not None:
             log.warning(
                 "took over an expired thread lease; its run is abandoned",

@@ -179,6 +179,7 @@ class Begun:
     earlier: dict[str, Any] | None
     checkpoint: dict[str, Any] | None
     control: str = "agent"  # who answers: agent, queued or human (migration 0011)
+    policy_version: int | None = None  # the rules the run answers with (migration 0024)
 
     @property
     def checkpoint_id(self) -> str | None:
@@ -210,6 +211,7 @@ def begun(thread_id: str, row: dict[str, Any]) -> Begun:
         earlier=earlier,
         checkpoint=checkpoint,
         control=str(row.get("control") or "agent"),
+        policy_version=row.get("policy_version"),
     )
 
 

@@ -34,6 +34,7 @@ class AnalyticsPage {
     this.range = null;
     for (const code of FLAGS) $("flag-filter").append(h("option", { value: code }, code));
     $("range").addEventListener("change", () => this.load());
+    $("version").addEventListener("change", () => this.load());
     $("flag-filter").addEventListener("change", () => this.loadFlagged(true));
     $("flagged-more").addEventListener("click", () => this.loadFlagged(false));
     let resizing = null;
@@ -46,7 +47,7 @@ class AnalyticsPage {
   start() {
     const token = sessionStorage.getItem(TOKEN_KEY);
     const claims = token ? claimsOf(token) : {};
-    if (claims.role !== "staff") {
+    if (claims.role !== "staff" && claims.role !== "admin") {
       this.say("Sign in on the console first; this page uses its session.", "error", true);
       return;
     }
@@ -68,8 +69,14 @@ class AnalyticsPage {
     const from = new Date(to.getTime() - Number($("range").value) * 86_400_000);
     this.range = { from, to, days: Number($("range").value) };
     const query = new URLSearchParams({ from: from.toISOString(), to: to.toISOString(), group: "day" });
+    const versions = new URLSearchParams({ from: from.toISOString(), to: to.toISOString(), by: "policy_version" });
+    if ($("version").value) query.set("policy_version", $("version").value);
+    let byVersion;
     try {
-      this.summary = await this.api.get(`/staff/analytics/summary?${query}`);
+      [this.summary, byVersion] = await Promise.all([
+        this.api.get(`/staff/analytics/summary?${query}`),
+        this.api.get(`/staff/analytics/summary?${versions}`),
+      ]);
     } catch (error) {
       this.say(error?.status === 404 ? "That is not a staff session." : userMessage(error), "error", error?.status === 404);
       return;
@@ -78,6 +85,7 @@ class AnalyticsPage {
     this.sayWhen(this.summary);
     $("analytics").hidden = false;
     this.showTotals(this.summary.totals);
+    this.showVersions(byVersion.policy_versions || []);
     this.drawCharts();
     await this.loadFlagged(true);
   }
@@ -111,6 +119,34 @@ class AnalyticsPage {
     );
   }
 
+  /** Each policy version's conversations side by side (live and candidate), and the
+   * selector's choices. */
+  showVersions(versions) {
+    const select = $("version");
+    const keep = select.value;
+    select.replaceChildren(
+      h("option", { value: "" }, "All versions"),
+      ...versions.map((v) => h("option", { value: v.policy_version ?? "" }, `Version ${v.policy_version ?? "–"}`)),
+    );
+    select.value = keep;
+    const rows = [
+      ["Conversations", (v) => v.conversations],
+      ["Resolution rate", (v) => pct(v.resolution_rate)],
+      ["Handoff rate", (v) => pct(v.handoff_rate)],
+      ["With a tool error", (v) => pct(v.tool_error_rate)],
+      ["Judge score (mean)", (v) => (v.score_avg === null ? "–" : `${v.score_avg} (${v.scored})`)],
+      ["Cost", (v) => usd(v.cost_usd)],
+    ];
+    $("by-version-head").replaceChildren(
+      h("tr", {}, h("th", { scope: "col" }, ""), ...versions.map((v) => h("th", { scope: "col" }, `Version ${v.policy_version ?? "–"}`))),
+    );
+    $("by-version-body").replaceChildren(
+      ...rows.map(([label, value]) =>
+        h("tr", {}, h("th", { scope: "row" }, label), ...versions.map((v) => h("td", { dataset: { version: v.policy_version } }, String(value(v))))),
+      ),
+    );
+  }
+
   drawCharts() {
     if (!this.summary) return;
     for (const chart of this.charts) chart.destroy();
@@ -136,6 +172,7 @@ class AnalyticsPage {
     // the range the charts show: the table lists the flagged conversations they count
     query.set("from", this.range.from.toISOString());
     query.set("to", this.range.to.toISOString());
+    if ($("version").value) query.set("policy_version", $("version").value);
     if (this.cursor) query.set("cursor", this.cursor);
     let page;
     try {

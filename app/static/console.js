@@ -101,7 +101,7 @@ class ConsoleApp {
 
   async enter(token) {
     const claims = claimsOf(token);
-    if (claims.role !== "staff") {
+    if (claims.role !== "staff" && claims.role !== "admin") {
       this.showSignIn(NOT_STAFF);
       return;
     }

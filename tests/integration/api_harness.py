@@ -28,7 +28,7 @@ class LiveServer:
 
     def __init__(self, settings: Settings, model: BaseChatModel | None) -> None:
         self.settings = settings
-        app = create_app(settings, model=model)
+        self.app = app = create_app(settings, model=model)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]

@@ -349,7 +349,7 @@ class TestAnalyticsApi:
         assert set(item) == {
             "thread_id", "result", "handoff_reason", "flags", "score", "score_reasons",
             "turns", "tool_calls", "tool_errors", "tokens_in", "tokens_out", "cost_usd",
-            "started_at", "ended_at",
+            "started_at", "ended_at", "policy_version",
         }  # fmt: skip
         assert item["thread_id"] == f"{NOAH}:declined" and item["score"] is None
         assert item["flags"][0]["code"] == "declined_write" and item["flags"][0]["reason"]

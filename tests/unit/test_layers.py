@@ -26,14 +26,14 @@ LAYERS: tuple[frozenset[str], ...] = (
     ),
     frozenset({"domain"}),  # business rules: see also ISOLATED
     # leaf services on their own tables (or none): help centre, preferences, codes and the
-    # outbox, the offline demo model
-    frozenset({"help", "memory", "notify", "demo"}),
+    # outbox, the offline demo model, policy versions (their gate and commands sit on top)
+    frozenset({"help", "memory", "notify", "demo", "policies"}),
     frozenset({"db"}),  # pool, checkpointer, repositories, the write executor, erase
     frozenset({"tools"}),
     frozenset({"agent", "actions"}),  # actions: remote tools, their ledger and sources
     frozenset({"runs", "analytics"}),  # analytics: outcomes read what runs recorded
     frozenset({"api"}),
-    frozenset({"main", "lifespan", "cli", "__main__", "eval"}),
+    frozenset({"main", "lifespan", "cli", "__main__", "eval", "cli_policies"}),
 )
 # Packages that import nothing of the app at all.
 ISOLATED = frozenset({"identity", "domain"})

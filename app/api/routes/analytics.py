@@ -45,6 +45,8 @@ async def analytics_summary(
     start: Annotated[datetime | None, Query(alias="from")] = None,
     end: Annotated[datetime | None, Query(alias="to")] = None,
     group: Literal["day", "week"] = "day",
+    policy_version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    by: Literal["policy_version"] | None = None,
 ) -> dict[str, Any]:
     """Conversations that started in [from, to) (default: the last 30 days), by UTC day or
     ISO week. Rates are fractions of all of the period's conversations. A conversation is
@@ -55,8 +57,16 @@ async def analytics_summary(
     if start >= end:
         raise AppError("`from` must be before `to`", code="bad_range")
     settings = services.settings
+    counted = await summary(
+        services.pool,
+        start,
+        end,
+        group,
+        policy_version=policy_version,
+        by_version=by == "policy_version",
+    )
     return {
-        **await summary(services.pool, start, end, group),
+        **counted,
         "idle_min": settings.conversation_idle_min,
         "sweep_every_s": settings.outcomes_sweep_every_s,
     }
@@ -74,6 +84,7 @@ async def analytics_conversations(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     start: Annotated[datetime | None, Query(alias="from")] = None,
     end: Annotated[datetime | None, Query(alias="to")] = None,
+    policy_version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> dict[str, Any]:
     """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`.
     `flagged=true` keeps those with any flag, `false` those with none. `from`/`to` keep
@@ -91,5 +102,6 @@ async def analytics_conversations(
         limit=limit,
         start=start,
         end=end,
+        policy_version=policy_version,
     )
     return {"items": items, "next_cursor": cursor_of(*last) if last else None}

@@ -38,6 +38,7 @@ def _view(row: dict[str, Any]) -> dict[str, Any]:
         "ttft_ms": row.get("ttft_ms"),  # to the answer's first token; null: none streamed
         "checkpoint_id": row["checkpoint_id"],
         "usage": row["usage"],
+        "policy_version": row.get("policy_version"),  # the rules it answered with (issue 42)
     }
 
 

@@ -20,7 +20,7 @@ from app.api.deps import CurrentUser, ServicesDep, ThreadId, signed_in
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.sse import NO_BUFFERING
 from app.errors import AppError, thread_not_found
-from app.identity import Principal
+from app.identity import STAFF_ROLES, Principal
 from app.runs.threads import InvalidThreadId, thread_id
 
 router = APIRouter(tags=["staff"], responses=JSON_ERRORS)
@@ -32,12 +32,22 @@ async def current_staff(
     request: Request, services: ServicesDep, authorization: Annotated[str | None, Header()] = None
 ) -> Principal:
     principal = await signed_in(request, services, lambda: bearer_token(authorization))
-    if principal.role != "staff":
+    if principal.role not in STAFF_ROLES:
         raise thread_not_found()  # a staff route does not exist for anyone else
     return principal
 
 
 Staff = Annotated[Principal, Depends(current_staff)]
+
+
+async def current_admin(staff: Annotated[Principal, Depends(current_staff)]) -> Principal:
+    """Staff who may change what the agent is told (issue 42); other staff get 403."""
+    if staff.role != "admin":
+        raise AppError("only an admin may do this", code="admin_only", status_code=403)
+    return staff
+
+
+Admin = Annotated[Principal, Depends(current_admin)]
 
 
 def _thread(value: str) -> str:

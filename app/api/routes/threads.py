@@ -24,6 +24,7 @@ from app.api.schemas import (
 )
 from app.db.erase import forget_thread
 from app.errors import AppError
+from app.policies.store import thread_policy
 from app.runs.threads import SESSION_ID_RE, thread_id
 
 router = APIRouter(tags=["threads"], responses=JSON_ERRORS)
@@ -104,7 +105,11 @@ async def get_state(
         checkpoint_id,
         working=view == "working",
     )
-    return {**state, "control": await services.controls.get(thread.id)}
+    return {
+        **state,
+        "control": await services.controls.get(thread.id),
+        "policy_version": await thread_policy(services.pool, thread.id),
+    }
 
 
 @router.get("/threads/{session_id}/history", response_model=HistoryPage)

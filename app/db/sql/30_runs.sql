@@ -12,7 +12,7 @@
 -- stored, no run) | duplicate (this client_message_id has a run: earlier_*) | busy
 -- (busy_for_s) | rate_limited (ahead_s) | budget_exhausted (day_left_s) | deleted (a late
 -- copy of a message of a deleted conversation). Only started, human and duplicate hold the
--- claim (generation).
+-- claim (generation). policy_version: the rules that answer (a first turn pins the thread).
 
 CREATE OR REPLACE FUNCTION cs_latest_checkpoint(p_thread text)
 RETURNS TABLE (
@@ -36,10 +36,12 @@ CREATE OR REPLACE FUNCTION cs_begin_run(
     OUT earlier_run text, OUT earlier_status text, OUT earlier_result jsonb,
     OUT checkpoint jsonb, OUT checkpoint_id text, OUT parent_checkpoint_id text,
     OUT metadata jsonb, OUT channel_values bytea[], OUT pending_writes bytea[],
-    OUT control text
+    OUT control text, OUT policy_version int
 ) LANGUAGE plpgsql AS $$
 DECLARE
     spent bigint;
+    pinned int;
+    pinned_state text;
 BEGIN
     IF p_rate_key IS NOT NULL THEN
         SELECT g.ahead_s INTO ahead_s FROM cs_gcra(p_rate_key, p_interval_s, p_window_s) g
@@ -87,8 +89,36 @@ BEGIN
     SELECT l.control INTO control FROM thread_leases l WHERE l.thread_id = p_thread;
     INSERT INTO threads (thread_id, user_id, session_id)
     VALUES (p_thread, p_user, p_session) ON CONFLICT (thread_id) DO NOTHING;
-    INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
-    VALUES (p_run, p_thread, p_client_message_id, 'running', p_owner)
+    -- The policy version that answers (app/policies): the thread's pin while its version
+    -- is published; else (a first turn, or a version retired since) the candidate by the
+    -- thread id's bucket on a first turn, else live. Written only when it changes.
+    IF control = 'agent' THEN
+        SELECT t.policy_version, v.state INTO pinned, pinned_state
+        FROM threads t LEFT JOIN policy_versions v ON v.version = t.policy_version
+        WHERE t.thread_id = p_thread;
+        IF pinned_state IN ('live', 'candidate') THEN
+            policy_version := pinned;
+        ELSE
+            SELECT coalesce(
+                (SELECT c.version FROM policy_versions c
+                 WHERE c.state = 'candidate' AND pinned IS NULL
+                   AND ('x' || substr(md5(p_thread), 1, 8))::bit(32)::bigint % 100
+                       < c.percent),
+                (SELECT l.version FROM policy_versions l WHERE l.state = 'live'))
+            INTO policy_version;
+            IF policy_version IS DISTINCT FROM pinned THEN
+                UPDATE threads t SET policy_version = cs_begin_run.policy_version
+                WHERE t.thread_id = p_thread;
+                IF pinned IS NOT NULL THEN
+                    INSERT INTO policy_moves (thread_id, from_version, to_version)
+                    VALUES (p_thread, pinned, cs_begin_run.policy_version);
+                END IF;
+            END IF;
+        END IF;
+    END IF;
+    INSERT INTO runs (run_id, thread_id, client_message_id, status, owner, policy_version)
+    VALUES (p_run, p_thread, p_client_message_id, 'running', p_owner,
+            cs_begin_run.policy_version)
     ON CONFLICT (thread_id, client_message_id) DO NOTHING;
     IF FOUND THEN
         status := CASE WHEN control = 'agent' THEN 'started' ELSE 'human' END;

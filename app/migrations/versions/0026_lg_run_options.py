@@ -5,13 +5,13 @@ They lived in the memory of the process that started the run, so a join answered
 another worker or replica fell back to the default modes and lost the opening message.
 
 Revision ID: 0026
-Revises: 0023
+Revises: 0024
 """
 
 from alembic import op
 
 revision = "0026"
-down_revision = "0023"
+down_revision = "0024"
 
 
 def upgrade() -> None:
