@@ -17,6 +17,7 @@ from app.analytics.sweep import outcome_keeper
 from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
 from app.api.lg.webhooks import run_webhook_renderer
+from app.channels.service import open_channels
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
@@ -112,17 +113,21 @@ async def build_services(
         webhooks = WebhookWorker(pool, settings, render=render)
         await webhooks.open()
         stack.push_async_callback(webhooks.close)
+        controls = Controls(pool, graph, leases, settings, runs.cancel, metrics)
+        # Chatwoot and email (docs/channels.md): off unless configured; every replica
+        channels = await stack.enter_async_context(open_channels(settings, pool, runs, controls))
         yield Services(
             settings=settings,
             pool=pool,
             runs=runs,
             inspector=inspector,
-            controls=Controls(pool, graph, leases, settings, runs.cancel, metrics),
+            controls=controls,
             repo=repo,
             store=store,
             metrics=metrics,
             feed=feed,
             model_label=label,
+            channels=channels,
         )
 
 

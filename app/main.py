@@ -14,6 +14,7 @@ from app import tracing
 from app.api import lg
 from app.api.middleware import BodyLimit, PageHeaders, RequestId, page_headers
 from app.api.routes import analytics, auth, health, help, memory, messages, runs, staff, threads
+from app.api.routes import channels as channel_routes
 from app.config import Settings
 from app.errors import install_error_handlers
 from app.lifespan import lifespan_for
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     for router in (r.router for r in routers):
         app.include_router(router)
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg
+    app.include_router(channel_routes.router)  # Chatwoot and email (docs/channels.md)
     if (STATIC_DIR / "console.html").exists():
         app.add_api_route("/console", _console_page, include_in_schema=False)
     if (STATIC_DIR / "console-analytics.html").exists():

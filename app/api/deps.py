@@ -13,6 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.api.auth import VerifiedTokens, bearer_token
 from app.api.ratelimit import RateLimiter
+from app.channels.service import Channels
 from app.config import Settings
 from app.errors import Unauthorized
 from app.identity import Principal
@@ -37,6 +38,7 @@ class Services:
     metrics: Metrics
     feed: ThreadFeed  # the threads' own streams, one poller for the process
     model_label: str  # "demo" or the configured model name
+    channels: Channels | None = None  # Chatwoot and email (docs/channels.md)
 
     @cached_property
     def limiter(self) -> RateLimiter:

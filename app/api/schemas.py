@@ -140,6 +140,8 @@ class ThreadState(BaseModel):
     created_at: str | None
     # who answers the thread: the agent, or a person (Human takeover in the README)
     control: dict[str, Any] | None = None
+    # the channel it happens on, when not the chat page: {"name": "chatwoot"|"email", "link"}
+    channel: dict[str, Any] | None = None
 
 
 class HistoryItem(BaseModel):

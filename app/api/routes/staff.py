@@ -103,6 +103,8 @@ async def queue(
             "since": r["control_since"].isoformat(),
             "waiting_s": max(0.0, (now - r["control_since"]).total_seconds()),
             "last_message": r["last_message"],
+            "channel": r["channel"],  # chatwoot | email | None (the chat page)
+            "channel_link": r["channel_link"],
         }
         for r in rows
     ]
