@@ -51,7 +51,13 @@ _TOOLS = f"""SELECT {_START} AS start, c.key AS tool, sum(c.value::int)::int AS 
         sum(coalesce((tool_errors_by_tool ->> c.key)::int, 0))::int AS errors
     FROM conversation_outcomes CROSS JOIN LATERAL jsonb_each_text(tool_calls_by_tool) AS c
     WHERE {_IN_RANGE} GROUP BY 1, 2 ORDER BY 1, 2"""
-_LIST = """SELECT thread_id, result, handoff_reason, flags, score, score_reasons, turns,
+# Conversations by channel (NULL: the chat page), over the whole range (docs/channels.md).
+_CHANNELS = f"""SELECT coalesce(channel, 'web') AS channel, count(*)::int AS conversations,
+        count(*) FILTER (WHERE result = 'resolved')::int AS resolved,
+        count(*) FILTER (WHERE result = 'handed_off')::int AS handed_off
+    FROM conversation_outcomes WHERE {_IN_RANGE} GROUP BY 1 ORDER BY 1"""
+_LIST = """SELECT thread_id, coalesce(channel, 'web') AS channel, result, handoff_reason, flags,
+        score, score_reasons, turns,
         tool_calls, tool_errors, tokens_in, tokens_out, cost_usd::float8 AS cost_usd,
         started_at, ended_at
     FROM conversation_outcomes
@@ -110,6 +116,7 @@ async def summary(
         totals = await (await conn.execute(_TOTALS, params, prepare=False)).fetchone()
         ttft = await (await conn.execute(_TTFT, params, prepare=False)).fetchall()
         tools = await (await conn.execute(_TOOLS, params, prepare=False)).fetchall()
+        channels = await (await conn.execute(_CHANNELS, params, prepare=False)).fetchall()
     assert totals is not None
     by_start = {r["start"]: {"start": r["start"].isoformat(), **_measures(r)} for r in periods}
     whole = _measures(totals)
@@ -119,7 +126,8 @@ async def summary(
     for row in tools:
         _add_tool(by_start[row["start"]]["tools"], row["tool"], row["calls"], row["errors"])
         _add_tool(whole["tools"], row["tool"], row["calls"], row["errors"])
-    return {"periods": list(by_start.values()), "totals": whole}
+    by_channel = {r.pop("channel"): r for r in (dict(c) for c in channels)}
+    return {"periods": list(by_start.values()), "totals": whole, "channels": by_channel}
 
 
 async def conversations(

@@ -13,6 +13,8 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 
+from app.analytics.sweep import SweepPolicy, sweep
+from app.api.auth import issue_token
 from app.config import Settings
 from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
@@ -78,6 +80,11 @@ async def settled(pool: AsyncConnectionPool[Any], timeout_s: float = 20.0) -> No
     raise AssertionError("the channel did not settle")
 
 
+def staff_headers(server: LiveServer) -> dict[str, str]:
+    secret = server.settings.jwt_secret.get_secret_value()
+    return {"Authorization": f"Bearer {issue_token(secret, 'staff-ann', role='staff', name='Ann')}"}
+
+
 async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
@@ -126,6 +133,15 @@ class TestQuestions:
             "where is my order?",
             "Your order ships tomorrow.",
         ]
+        # analytics keep the channel with the outcome
+        await sweep(shop, SweepPolicy.from_settings(server.settings, idle_min=0))
+        async with server.client() as client:
+            h = staff_headers(server)
+            listed = await client.get("/staff/analytics/conversations", headers=h)
+            summary = await client.get("/staff/analytics/summary", headers=h)
+        (item,) = listed.json()["items"]
+        assert item["thread_id"] == f"{NOAH}:cw-1-7" and item["channel"] == "chatwoot"
+        assert summary.json()["channels"]["chatwoot"]["conversations"] == 1
 
     async def test_an_unverified_identifier_is_a_guest(
         self,
@@ -283,6 +299,11 @@ class TestHandoff:
         async with server.client() as client:
             control = await client.get("/threads/cw-1-13/control", headers=server.headers(NOAH))
         assert control.json()["state"] == "human" and control.json()["assignee"] == "chatwoot"
+        async with server.client() as client:
+            queue = await client.get("/staff/threads?control=human", headers=staff_headers(server))
+        (held,) = queue.json()["items"]
+        assert held["channel"] == "chatwoot"
+        assert held["channel_link"] == f"{standin.url}/app/accounts/1/conversations/13"
 
         calls = len(model_server.requests)
         got = await call(standin.incoming, 13, "hello? anyone?", identifier=NOAH, verified=True)

@@ -21,6 +21,10 @@ recorded (`sending_since`, its process died) is not sent again: at most once.
 `email_message_ids` maps every Message-ID of an email thread (received and sent) to its
 conversation, for `In-Reply-To` / `References`; `channel_confirmations` keeps the one-time
 tokens of confirmation emails (hashed).
+
+`conversation_outcomes.channel` keeps the channel a conversation happened on (the thread's
+`metadata.channel`, NULL: the chat page) for analytics, which outlive the thread: a trigger
+copies it when the sweep writes the outcome, so the sweep itself is unchanged.
 """
 
 from alembic import op
@@ -95,11 +99,24 @@ def upgrade() -> None:
         used_at     timestamptz
     );
     CREATE INDEX channel_confirmations_thread ON channel_confirmations (thread_id);
+
+    ALTER TABLE conversation_outcomes ADD COLUMN channel text;
+    CREATE FUNCTION cs_outcome_channel() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.channel := coalesce((SELECT t.metadata->>'channel' FROM threads t
+                                 WHERE t.thread_id = NEW.thread_id), NEW.channel);
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER conversation_outcomes_channel BEFORE INSERT OR UPDATE
+        ON conversation_outcomes FOR EACH ROW EXECUTE FUNCTION cs_outcome_channel();
     """)
 
 
 def downgrade() -> None:
     op.execute("""
+    DROP TRIGGER conversation_outcomes_channel ON conversation_outcomes;
+    DROP FUNCTION cs_outcome_channel();
+    ALTER TABLE conversation_outcomes DROP COLUMN channel;
     DROP TABLE channel_confirmations;
     DROP TABLE email_message_ids;
     DROP TABLE channel_outbox;
