@@ -304,6 +304,22 @@ class ChannelStore:
                 (error, delay_s, delay_s, outbound_id),
             )
 
+    async def prune(self, keep_s: float) -> None:
+        """Handled messages and sent answers are kept a while (a redelivery is recognised
+        meanwhile), then deleted: they hold what customers wrote. Bounded batches."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                """DELETE FROM channel_inbox WHERE id IN (SELECT id FROM channel_inbox
+                       WHERE done_at < now() - %s * interval '1 second' LIMIT 1000)""",
+                (keep_s,),
+            )
+            await conn.execute(
+                """DELETE FROM channel_outbox WHERE id IN (SELECT id FROM channel_outbox
+                       WHERE coalesce(delivered_at, failed_at) < now() - %s * interval '1 second'
+                       LIMIT 1000)""",
+                (keep_s,),
+            )
+
     async def abandon_unknown(self, after_s: float) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(_UNKNOWN, (after_s,))

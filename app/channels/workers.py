@@ -26,6 +26,7 @@ BATCH = 10
 MAX_ATTEMPTS = 8  # a message that fails this often (model or database away) is given up
 MAX_SENDS = 12  # an answer refused this often (with backoff: about half an hour) is given up
 HOUSEKEEPING_EVERY_S = 30.0
+KEEP_S = 7 * 24 * 3600.0  # handled messages and sent answers, then deleted
 
 
 class Adapter(Protocol):
@@ -163,6 +164,7 @@ class OutboxWorker(_Loop):
             self._next_housekeeping = time.monotonic() + HOUSEKEEPING_EVERY_S
             for row in await self.store.abandon_unknown(self.send_timeout_s * 4):
                 log.error("channel send outcome unknown; not sent again", **row)
+            await self.store.prune(KEEP_S)
         if not self.couriers:
             return False
         items = await self.store.claim_outbox(list(self.couriers), BATCH)
