@@ -120,7 +120,7 @@ def classify(payload: dict[str, Any], delivery: str | None) -> Event | None:
         key = f"{account}/{conv_id}"
         base = {"account": account, "conversation": conv_id, "message_id": message_id}
         if event == "message_updated":
-            return _selection(payload, key, base, delivery)
+            return _selection(payload, key, base)
         if payload.get("message_type") != "incoming" or payload.get("private"):
             return None
         text = _text(payload)
@@ -141,9 +141,7 @@ def classify(payload: dict[str, Any], delivery: str | None) -> Event | None:
     return None
 
 
-def _selection(
-    payload: dict[str, Any], key: str, base: dict[str, Any], delivery: str | None
-) -> Event | None:
+def _selection(payload: dict[str, Any], key: str, base: dict[str, Any]) -> Event | None:
     """The customer's choice on our input_select (Chatwoot stores it on the message as
     `content_attributes.submitted_values` and sends `message_updated`)."""
     if payload.get("content_type") != "input_select":
@@ -157,7 +155,9 @@ def _selection(
     if decision is None:
         return None
     body = {**base, "decision": decision}
-    return Event("decision", key, delivery or f"select:{base['message_id']}", body)
+    # Keyed by the message, not the delivery: every later update of that message carries
+    # the same submitted values, and must not approve a newer write.
+    return Event("decision", key, f"select:{base['message_id']}", body)
 
 
 class ChatwootAdapter:

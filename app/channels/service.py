@@ -26,6 +26,7 @@ class Channels:
     settings: Settings
     pool: AsyncConnectionPool[Any]
     store: ChannelStore
+    turns: ChannelTurns
     inbox: InboxWorker
     outbox: OutboxWorker
 
@@ -79,7 +80,7 @@ async def open_channels(
         inbox.open()
         outbox.open()
     try:
-        yield Channels(settings, pool, store, inbox, outbox)
+        yield Channels(settings, pool, store, turns, inbox, outbox)
     finally:
         await inbox.wait_idle(SHUTDOWN_GRACE_S)
         await inbox.close()

@@ -107,6 +107,14 @@ class ChannelStore:
             row = await cur.fetchone()
         return None if row is None else _conversation(row)
 
+    async def conversation_of_thread(self, thread_id: str) -> Conversation | None:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT * FROM channel_conversations WHERE thread_id = %s", (thread_id,)
+            )
+            row = await cur.fetchone()
+        return None if row is None else _conversation(row)
+
     async def bind(self, proposed: Conversation) -> Conversation:
         """The conversation's binding: the one stored, or `proposed` stored now. The first
         message decides whose thread it is; a later one never moves it."""

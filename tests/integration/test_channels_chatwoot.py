@@ -323,6 +323,43 @@ class TestHandoff:
         await settled(shop)
         assert standin.in_conversation(13)[-1]["content"] == "I am back."
 
+    async def test_the_console_releases_a_thread_chatwoot_holds(
+        self,
+        server: LiveServer,
+        standin: ChatwootStandIn,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        model_server.use(
+            Script(
+                [
+                    Reply.call("transfer_to_human_agents", summary="wants a person"),
+                    Reply.say("A colleague will answer."),
+                    Reply.say("Back with you."),
+                ]
+            )
+        )
+        await call(standin.incoming, 14, "a human please", identifier=NOAH, verified=True)
+        await settled(shop)
+        await call(standin.choose, 14, 9997, "approve")
+        await settled(shop)
+        path = f"/staff/threads/{NOAH}:cw-1-14/channel/release"
+        async with server.client() as client:
+            refused = await client.post(path, headers=server.headers(NOAH))
+            released = await client.post(path, headers=staff_headers(server))
+            again = await client.post(path, headers=staff_headers(server))
+        assert refused.status_code == 404
+        assert released.status_code == 200 and released.json()["state"] == "agent"
+        assert again.status_code == 409
+        await settled(shop)
+        assert standin.in_conversation(14, "toggle_status") == [
+            {"status": "open"},
+            {"status": "pending"},
+        ]
+        await call(standin.incoming, 14, "hello", identifier=NOAH, verified=True)
+        await settled(shop)
+        assert standin.in_conversation(14)[-1]["content"] == "Back with you."
+
 
 async def _order_status(pool: AsyncConnectionPool[Any]) -> str:
     async with pool.connection() as conn:

@@ -59,6 +59,8 @@ class TestChatwootEvents:
         event = classify(chosen, None)
         assert event is not None and event.kind == "decision"
         assert event.body["decision"] == "reject"
+        again = classify(chosen, "another-delivery")  # a later update of the same message
+        assert again is not None and again.delivery_key == event.delivery_key
         assert classify({**chosen, "content_attributes": {}}, None) is None
 
     def test_only_a_pending_status_hands_the_conversation_back(self) -> None:

@@ -10,21 +10,25 @@ import base64
 import binascii
 import hmac
 import json
+import uuid
 from typing import Any
 
+import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.api.deps import ServicesDep
 from app.api.routes.common import JSON_ERRORS
+from app.api.routes.staff import FullThreadId, Staff, _thread
 from app.channels.chatwoot import CHANNEL as CHATWOOT
 from app.channels.chatwoot import classify, signature_ok
 from app.channels.mail import store_inbound
 from app.channels.mail_parse import InboundEmail, from_postmark, from_rfc822
 from app.channels.service import Channels
-from app.errors import AppError, NotFound
+from app.errors import AppError, Conflict, NotFound
 
 router = APIRouter(tags=["channels"])
+log = structlog.get_logger(__name__)
 
 
 def _channels(channels: Channels | None, secret: str | None, name: str) -> Channels:
@@ -153,3 +157,30 @@ def _email_secret(channels: Channels | None) -> str | None:
 
 def _chatwoot_secret(channels: Channels | None) -> str | None:
     return channels.chatwoot_secret if channels is not None else None
+
+
+@router.post(
+    "/staff/threads/{thread_id}/channel/release",
+    responses=JSON_ERRORS,
+    summary="Hand a thread Chatwoot's people hold back to the agent, from the console",
+)
+async def release_channel_thread(
+    thread_id: FullThreadId, staff: Staff, services: ServicesDep
+) -> dict[str, Any]:
+    """The console's release of a thread held by the channel (assignee `chatwoot`); the
+    Chatwoot conversation goes back to `pending`, the bot's status."""
+    channels = services.channels
+    if channels is None:
+        raise NotFound("no channel is configured", code="channel_not_configured")
+    thread = _thread(thread_id)
+    await services.inspector.require_thread(thread)
+    conv = await channels.store.conversation_of_thread(thread)
+    if conv is None or not await channels.turns.release_from_channel(conv):
+        raise Conflict("no channel holds this conversation", code="control_conflict")
+    log.info("channel thread released from the console", thread_id=thread, staff=staff.user_id)
+    if conv.channel == CHATWOOT:
+        body = {**conv.address, "status": "pending"}
+        async with channels.pool.connection() as conn:
+            await channels.store.enqueue(conn, conv, f"release:{uuid.uuid4()}", "status", body)
+        channels.outbox.nudge()
+    return await services.controls.get(thread)
