@@ -74,7 +74,8 @@ def _account(payload: dict[str, Any]) -> int | None:
         return _int(account.get("id"))
     if _int(payload.get("account_id")) is not None:
         return _int(payload.get("account_id"))
-    for message in payload.get("messages") or []:
+    messages = payload.get("messages")
+    for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict) and _int(message.get("account_id")) is not None:
             return _int(message.get("account_id"))
     return None
@@ -101,8 +102,8 @@ def _contact(payload: dict[str, Any], conversation: dict[str, Any]) -> dict[str,
 
 def _text(payload: dict[str, Any]) -> str:
     text = str(payload.get("content") or "").strip()
-    attachments = payload.get("attachments") or []
-    if attachments:  # noted, not read
+    attachments = payload.get("attachments")
+    if isinstance(attachments, list) and attachments:  # noted, not read
         text += f"\n\n[{len(attachments)} attachment(s) sent; attachments are not read]"
     return text.strip()
 

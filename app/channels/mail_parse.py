@@ -119,6 +119,10 @@ def from_rfc822(raw: bytes, own_address: str | None) -> InboundEmail:
     )
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def from_postmark(data: dict[str, Any], own_address: str | None) -> InboundEmail:
     """Postmark's inbound JSON: From/FromFull, Subject, TextBody, StrippedTextReply,
     Headers [{Name, Value}], Attachments [{Name}]; the sender's Message-ID is a header."""
@@ -127,7 +131,7 @@ def from_postmark(data: dict[str, Any], own_address: str | None) -> InboundEmail
     sender = (addresses[0][1] if addresses else "").strip().lower()
     headers = {
         str(h.get("Name")): str(h.get("Value"))
-        for h in data.get("Headers") or []
+        for h in _list(data.get("Headers"))
         if isinstance(h, dict) and h.get("Name")
     }
     lower = {k.lower(): v for k, v in headers.items()}
@@ -146,7 +150,7 @@ def from_postmark(data: dict[str, Any], own_address: str | None) -> InboundEmail
         text=reply_text(stripped or body),
         attachments=[
             str(a.get("Name") or "attachment")
-            for a in data.get("Attachments") or []
+            for a in _list(data.get("Attachments"))
             if isinstance(a, dict)
         ],
         auto=auto_reason(headers, sender, own_address),

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import time
 from email.message import EmailMessage
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.channels.chatwoot import classify, signature_ok
 from app.channels.mail_parse import auto_reason, from_postmark, from_rfc822, reply_text
@@ -126,3 +130,44 @@ class TestDecisions:
         assert decision_in("no") == decision_in("Decline.") == "reject"
         assert decision_in("yes but change the address") is None
         assert decision_in("") is None
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+KEYS = st.sampled_from(
+    ["event", "id", "content", "message_type", "private", "account", "conversation", "sender",
+     "attachments", "messages", "status", "content_type", "content_attributes", "account_id"]
+)  # fmt: skip
+EVENTS = st.sampled_from(
+    ["message_created", "message_updated", "conversation_status_changed", "conversation_opened"]
+)
+
+
+class TestAnyPayload:
+    """Whatever a signed sender puts in its JSON, reading it never raises (a 5xx)."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(KEYS, JSON, max_size=8), EVENTS)
+    def test_chatwoot_events(self, payload: dict[str, Any], event: str) -> None:
+        base = incoming_event(1, 7, 42, "hi", None, False, 5)
+        classify({**payload, "event": event}, None)
+        classify({**base, **payload, "event": event}, "d")
+        conversation = {**base["conversation"], **payload}
+        classify({**base, "conversation": conversation, "event": event}, "d")
+
+    @settings(max_examples=300, deadline=None)
+    @given(
+        st.dictionaries(
+            st.sampled_from(["From", "FromFull", "Subject", "TextBody", "StrippedTextReply",
+                             "Headers", "Attachments", "MessageID"]),
+            JSON,
+            max_size=8,
+        )
+    )  # fmt: skip
+    def test_postmark_json(self, data: dict[str, Any]) -> None:
+        from_postmark(data, "support@shop.example")
