@@ -214,14 +214,15 @@ class ChatwootAdapter:
         if item.kind == "decision":
             if control["state"] != "agent":
                 return "held"
-            outcome = await self.turns.decide(conv, item.body["decision"])
+            outcome = await self.turns.decide(conv, item.body["decision"], item)
             if outcome is None:
                 return "nothing_pending"
         else:
             text = str(item.body["text"])
             decision = decision_in(text) if control["state"] == "agent" else None
-            if decision is not None and await self.turns.pending(conv):
-                outcome = await self.turns.decide(conv, decision)
+            noted = "run_id" in item.body  # its resume ran before: read that run
+            if decision is not None and (noted or await self.turns.pending(conv)):
+                outcome = await self.turns.decide(conv, decision, item)
             if outcome is None:
                 outcome = await self.turns.message(conv, text, turn_key)
         await self.store.tag_thread(conv)

@@ -129,13 +129,17 @@ class EmailAdapter:
         outcome: TurnOutcome | None = None
         token = body.get("token")
         control = await self.turns.control(conv)
-        if token and control["state"] == "agent" and await self.turns.pending(conv):
+        if (
+            token
+            and control["state"] == "agent"
+            and ("run_id" in body or await self.turns.pending(conv))  # noted: handled again
+        ):
             decision = decision_in(text)
             spent = decision is not None and await self.store.spend_token(
-                token_hash(str(token)), conv.thread_id, TOKEN_TTL_S
+                token_hash(str(token)), conv.thread_id, TOKEN_TTL_S, item.id
             )
             if decision is not None and spent:
-                outcome = await self.turns.decide(conv, decision)
+                outcome = await self.turns.decide(conv, decision, item)
         if outcome is None:
             outcome = await self.turns.message(conv, text, turn_key)
         await self.store.tag_thread(conv)

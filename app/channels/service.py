@@ -52,7 +52,7 @@ async def open_channels(
     settings: Settings, pool: AsyncConnectionPool[Any], runs: RunService, controls: Controls
 ) -> AsyncIterator[Channels]:
     store = ChannelStore(pool)
-    turns = ChannelTurns(runs, controls)
+    turns = ChannelTurns(runs, controls, store)
     adapters: list[Adapter] = []
     couriers: list[Courier] = []
     chatwoot: ChatwootCourier | None = None

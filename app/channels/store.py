@@ -225,6 +225,27 @@ class ChannelStore:
                 (ttl_s, ids),
             )
 
+    async def note_run(self, inbound_id: int, run_id: str) -> None:
+        """The run a message started (a decision's resume): handled again after a crash, the
+        message reads that run's recorded result instead of deciding twice."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE channel_inbox SET body = body || jsonb_build_object('run_id', %s::text) "
+                "WHERE id = %s",
+                (run_id, inbound_id),
+            )
+
+    async def run_result(self, thread_id: str, run_id: str) -> tuple[str, dict[str, Any]] | None:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT status, result FROM runs WHERE thread_id = %s AND run_id = %s",
+                (thread_id, run_id),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return str(row["status"]), dict(row["result"] or {})
+
     async def finish_inbox(self, inbound_id: int, outcome: str) -> None:
         async with self.pool.connection() as conn:
             await conn.execute(
@@ -368,13 +389,18 @@ class ChannelStore:
             (token_hash, thread_id),
         )
 
-    async def spend_token(self, token_hash: str, thread_id: str, max_age_s: float) -> bool:
-        """True once for a live token of this thread; it cannot be used again."""
+    async def spend_token(
+        self, token_hash: str, thread_id: str, max_age_s: float, inbound_id: int
+    ) -> bool:
+        """True for a live token of this thread spent by this message (again, when the
+        message is handled again); no other message can use it."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                """UPDATE channel_confirmations SET used_at = now()
-                   WHERE token_hash = %s AND thread_id = %s AND used_at IS NULL
-                     AND created_at > now() - %s * interval '1 second' RETURNING 1""",
-                (token_hash, thread_id, max_age_s),
+                """UPDATE channel_confirmations
+                   SET used_at = coalesce(used_at, now()), used_by = %(by)s
+                   WHERE token_hash = %(hash)s AND thread_id = %(thread)s
+                     AND (used_at IS NULL OR used_by = %(by)s)
+                     AND created_at > now() - %(age)s * interval '1 second' RETURNING 1""",
+                {"hash": token_hash, "thread": thread_id, "age": max_age_s, "by": inbound_id},
             )
             return await cur.fetchone() is not None

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from app.agent.graph import run_config
-from app.channels.store import Conversation
+from app.channels.store import ChannelStore, Conversation, Inbound
 from app.errors import AppError, Conflict, RateLimited, ThreadBusy
 from app.identity import Principal
 from app.runs.control import Controls
@@ -71,9 +71,10 @@ def outcome_of(result: dict[str, Any]) -> TurnOutcome:
 
 
 class ChannelTurns:
-    def __init__(self, runs: RunService, controls: Controls) -> None:
+    def __init__(self, runs: RunService, controls: Controls, store: ChannelStore) -> None:
         self.runs = runs
         self.controls = controls
+        self.store = store
 
     async def message(self, conv: Conversation, text: str, message_key: str) -> TurnOutcome:
         principal = Principal(conv.user_id, conv.role)  # type: ignore[arg-type]
@@ -84,8 +85,18 @@ class ChannelTurns:
         )
         return await self._settle(outcome)
 
-    async def decide(self, conv: Conversation, decision: str) -> TurnOutcome | None:
-        """Resume the waiting write with the customer's decision; None: nothing waits."""
+    async def decide(self, conv: Conversation, decision: str, item: Inbound) -> TurnOutcome | None:
+        """Resume the waiting write with the customer's decision; None: nothing waits.
+
+        A resume has no client_message_id to replay by, so the run it started is noted on
+        the message first: handled again after a crash, the message reads that run's
+        recorded result (or, if the run died, decides again: the resume finishes a step a
+        dead run left, app/runs/service.py)."""
+        noted = item.body.get("run_id")
+        if isinstance(noted, str):
+            recorded = await self.store.run_result(conv.thread_id, noted)
+            if recorded is not None and recorded[0] not in ("running", *RETRY_STATUSES):
+                return outcome_of(recorded[1])
         principal = Principal(conv.user_id, conv.role)  # type: ignore[arg-type]
         try:
             run = await self._start(
@@ -95,6 +106,7 @@ class ChannelTurns:
             if error.code == "nothing_pending":
                 return None
             raise
+        await self.store.note_run(item.id, run.run_id)
         return await self._settle(run)
 
     async def pending(self, conv: Conversation) -> bool:

@@ -241,6 +241,20 @@ class TestConfirmation:
         ]
         assert await _order_status(shop) == "cancelled"
 
+        # handled again (as after a crash before it was marked done): the resumed run's
+        # recorded result is read; no second decision, model call or answer
+        calls = len(model_server.requests)
+        async with shop.connection() as conn:
+            await conn.execute(
+                "UPDATE channel_inbox SET done_at = NULL, outcome = NULL, "
+                "next_attempt_at = now() WHERE kind = 'decision'"
+            )
+        await settled(shop)
+        assert len(model_server.requests) == calls and len(standin.in_conversation(11)) == 2
+        async with shop.connection() as conn:
+            cur = await conn.execute("SELECT outcome FROM channel_inbox WHERE kind = 'decision'")
+            assert await cur.fetchone() == {"outcome": "completed"}
+
     async def test_a_plain_no_declines_the_write(
         self,
         server: LiveServer,

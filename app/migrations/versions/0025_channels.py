@@ -96,7 +96,8 @@ def upgrade() -> None:
         token_hash  text PRIMARY KEY,
         thread_id   text NOT NULL,
         created_at  timestamptz NOT NULL DEFAULT now(),
-        used_at     timestamptz
+        used_at     timestamptz,
+        used_by     bigint      -- the inbox row that spent it (handled again: still its)
     );
     CREATE INDEX channel_confirmations_thread ON channel_confirmations (thread_id);
 
