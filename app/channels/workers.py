@@ -21,8 +21,9 @@ from app.notify.webhooks import backoff_s
 
 log = structlog.get_logger(__name__)
 
-POLL_S = 0.5  # a message stored by another replica starts within about this long
+POLL_S = 1.0  # a message stored by another replica starts within about this long
 BATCH = 10
+MAX_TURNS = 32  # a replica's channel turns at once; the rest wait for another replica or later
 MAX_ATTEMPTS = 8  # a message that fails this often (model or database away) is given up
 MAX_SENDS = 12  # an answer refused this often (with backoff: about half an hour) is given up
 HOUSEKEEPING_EVERY_S = 30.0
@@ -98,7 +99,10 @@ class InboxWorker(_Loop):
         if time.monotonic() >= self._renew_at:  # the claims of turns still running
             self._renew_at = time.monotonic() + self.ttl_s / 3
             await self.store.extend_inbox(list(self._handling), self.ttl_s)
-        items = await self.store.claim_inbox(BATCH, self.ttl_s)
+        room = min(BATCH, MAX_TURNS - len(self._handling))
+        if room <= 0:
+            return False
+        items = await self.store.claim_inbox(room, self.ttl_s)
         for item in items:
             task = asyncio.create_task(self._handle(item))
             self._handling[item.id] = task
