@@ -17,6 +17,7 @@ from app.analytics.sweep import SweepPolicy, sweep
 from app.api.auth import issue_token
 from app.config import Settings
 from tests.fakellm import Reply, Script, ScriptedModelServer
+from tests.fakes.fixtures import chat_model
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
 from tests.integration.chatwoot_standin import ChatwootStandIn
@@ -381,3 +382,32 @@ async def _order_status(pool: AsyncConnectionPool[Any]) -> str:
         row = await cur.fetchone()
     assert row is not None
     return str(row["status"])
+
+
+class TestTwoReplicas:
+    async def test_messages_to_either_replica_are_answered_once_each(
+        self,
+        server: LiveServer,
+        standin: ChatwootStandIn,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        model_server.use(Script([Reply.say("Answered.") for _ in range(6)]))
+        other = LiveServer(server.settings, chat_model(model_server, streaming=True)).start()
+        first_url = standin.webhook_url
+        try:
+            for i, conversation in enumerate((31, 32, 33, 31, 32, 33)):
+                replica = server if i % 2 == 0 else other
+                standin.webhook_url = f"{replica.url}/channels/chatwoot/webhook"
+                got = await call(standin.incoming, conversation, f"question {i}")
+                assert got.json()["status"] == "stored"
+            await settled(shop)
+        finally:
+            standin.webhook_url = first_url
+            other.stop()
+        for conversation in (31, 32, 33):
+            assert [m["content"] for m in standin.in_conversation(conversation)] == [
+                "Answered.",
+                "Answered.",
+            ]
+        assert len(model_server.requests) == 6
