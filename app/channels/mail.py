@@ -76,6 +76,10 @@ async def store_inbound(
         )
 
 
+def reply_subject(subject: str) -> str:
+    return subject if subject.lower().startswith("re:") else f"Re: {subject}".strip()
+
+
 class EmailAdapter:
     channel = CHANNEL
 
@@ -153,8 +157,7 @@ class EmailAdapter:
         if await self.store.answers_within(conv.thread_id, "email", HOUR_S) >= self.per_hour:
             log.warning("email answers per hour reached; not answered", thread_id=conv.thread_id)
             return "answer_limit"
-        subject = str(item.body.get("subject") or conv.address.get("subject") or "")
-        subject = subject if subject.lower().startswith("re:") else f"Re: {subject}".strip()
+        subject = reply_subject(str(item.body.get("subject") or conv.address.get("subject") or ""))
         text, token = outcome.answer, None
         if outcome.pending:
             token = secrets.token_urlsafe(18)

@@ -382,6 +382,18 @@ class ChannelStore:
             (message_id, conversation_key),
         )
 
+    async def email_ids(self, conversation_key: str, limit: int = 20) -> list[str]:
+        """The conversation's Message-IDs, received and sent, oldest first (the newest
+        `limit`): the References of a message into it."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT message_id FROM (SELECT message_id, created_at FROM email_message_ids
+                       WHERE conversation_key = %s ORDER BY created_at DESC, message_id
+                       LIMIT %s) newest ORDER BY created_at, message_id""",
+                (conversation_key, limit),
+            )
+            return [str(r["message_id"]) for r in await cur.fetchall()]
+
     @staticmethod
     async def add_token(conn: AsyncConnection[Any], token_hash: str, thread_id: str) -> None:
         await conn.execute(

@@ -375,6 +375,32 @@ class TestHandoff:
         await settled(shop)
         assert standin.in_conversation(14)[-1]["content"] == "Back with you."
 
+    async def test_a_person_who_takes_over_in_the_console_writes_to_chatwoot(
+        self,
+        server: LiveServer,
+        standin: ChatwootStandIn,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        model_server.use(Script([Reply.say("Hello.")]))
+        await call(standin.incoming, 15, "hi", identifier=NOAH, verified=True)
+        await settled(shop)
+        thread, h = f"{NOAH}:cw-1-15", staff_headers(server)
+        async with server.client() as client:
+            control = (await client.get(f"/staff/threads/{thread}/control", headers=h)).json()
+            took = await client.post(
+                f"/staff/threads/{thread}/control",
+                json={"action": "take_over", "version": control["version"]},
+                headers=h,
+            )
+            assert took.status_code == 200, took.text
+            said = await client.post(
+                f"/staff/threads/{thread}/messages", json={"content": "Ann here."}, headers=h
+            )
+            assert said.status_code == 200, said.text
+        await settled(shop)
+        assert [m["content"] for m in standin.in_conversation(15)] == ["Hello.", "Ann here."]
+
 
 async def _order_status(pool: AsyncConnectionPool[Any]) -> str:
     async with pool.connection() as conn:

@@ -16,6 +16,7 @@ from aiosmtpd.controller import Controller
 from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 
+from app.api.auth import issue_token
 from app.config import Settings
 from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
@@ -338,3 +339,72 @@ class TestConfirmation:
                 "SELECT count(*) AS n FROM tool_executions WHERE tool_name = 'cancel_pending_order'"
             )
             assert (await cur.fetchone()) == {"n": 0}
+
+
+class TestHandoff:
+    async def test_a_person_answers_a_handed_off_email_thread_from_the_console(
+        self,
+        server: LiveServer,
+        mailbox: tuple[Mailbox, int],
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        box = mailbox[0]
+        model_server.use(
+            Script(
+                [
+                    Reply.call("transfer_to_human_agents", summary="wants a refund exception"),
+                    Reply.say("A colleague will write to you."),
+                ]
+            )
+        )
+        await post(server, email("I want a person", "<h1@customer.example>"))
+        (question,) = await received(box, 1)
+        reply = email(
+            "yes",
+            "<h2@customer.example>",
+            subject=f"Re: {question['Subject']}",
+            in_reply_to=question["Message-ID"],
+        )
+        await post(server, reply)
+        handed = (await received(box, 2))[1]
+        assert handed.get_content().strip() == "A colleague will write to you."
+        # the customer writes again while nobody has accepted: stored, no model, no answer
+        calls = len(model_server.requests)
+        await post(
+            server, email("hello?", "<h3@customer.example>", in_reply_to=handed["Message-ID"])
+        )
+        await settled(shop)
+        assert len(model_server.requests) == calls and len(box.messages) == 2
+
+        async with shop.connection() as conn:
+            cur = await conn.execute("SELECT thread_id FROM channel_conversations")
+            thread = (await cur.fetchone())["thread_id"]
+        secret = server.settings.jwt_secret.get_secret_value()
+        token = issue_token(secret, "staff-ann", role="staff", name="Ann")
+        h = {"Authorization": f"Bearer {token}"}
+        async with server.client() as client:
+            control = (await client.get(f"/staff/threads/{thread}/control", headers=h)).json()
+            assert control["state"] == "queued"
+            accepted = await client.post(
+                f"/staff/threads/{thread}/control",
+                json={"action": "accept", "version": control["version"]},
+                headers=h,
+            )
+            assert accepted.status_code == 200, accepted.text
+            said = await client.post(
+                f"/staff/threads/{thread}/messages",
+                json={"content": "Hi Noah, Ann here: I can help.", "client_message_id": "s1"},
+                headers=h,
+            )
+            again = await client.post(
+                f"/staff/threads/{thread}/messages",
+                json={"content": "Hi Noah, Ann here: I can help.", "client_message_id": "s1"},
+                headers=h,
+            )
+        assert said.status_code == again.status_code == 200
+        person = (await received(box, 3))[2]
+        assert person["To"] == NOAH_EMAIL and person["In-Reply-To"] == "<h3@customer.example>"
+        assert person.get_content().strip() == "Hi Noah, Ann here: I can help."
+        await settled(shop)
+        assert len(box.messages) == 3  # the retried post is sent once
