@@ -17,6 +17,7 @@ import structlog
 
 from app.channels.store import ChannelStore, Inbound, Outbound
 from app.channels.turns import TryLater
+from app.errors import AppError
 from app.notify.webhooks import backoff_s
 
 log = structlog.get_logger(__name__)
@@ -128,6 +129,10 @@ class InboxWorker(_Loop):
                 bound.info("channel message deferred", reason=later.reason)
                 await self.store.retry_inbox(item.id, later.after_s, later.reason)
             self.nudge()
+            return
+        except AppError as refused:  # e.g. a deleted thread's message: never retried
+            bound.warning("channel message refused", code=refused.code)
+            await self.store.finish_inbox(item.id, f"refused:{refused.code}")
             return
         except Exception:
             bound.exception("channel message failed")

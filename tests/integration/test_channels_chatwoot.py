@@ -143,6 +143,12 @@ class TestQuestions:
         (item,) = listed.json()["items"]
         assert item["thread_id"] == f"{NOAH}:cw-1-7" and item["channel"] == "chatwoot"
         assert summary.json()["channels"]["chatwoot"]["conversations"] == 1
+        # deleting the thread takes what the channel kept of it
+        async with server.client() as client:
+            deleted = await client.delete("/threads/cw-1-7", headers=server.headers(NOAH))
+        assert deleted.status_code == 204
+        for table in ("channel_conversations", "channel_inbox", "channel_outbox"):
+            assert await count(shop, f"SELECT count(*) FROM {table}") == 0
 
     async def test_an_unverified_identifier_is_a_guest(
         self,

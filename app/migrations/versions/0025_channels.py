@@ -101,6 +101,27 @@ def upgrade() -> None:
     );
     CREATE INDEX channel_confirmations_thread ON channel_confirmations (thread_id);
 
+    -- A deleted thread (DELETE /threads, erase, retention) takes its channel records with
+    -- it: they hold what the customer wrote. A later message of the same conversation
+    -- starts a new thread.
+    CREATE FUNCTION cs_forget_thread_channel() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        conv channel_conversations%ROWTYPE;
+    BEGIN
+        SELECT * INTO conv FROM channel_conversations c WHERE c.thread_id = OLD.thread_id;
+        IF FOUND THEN
+            DELETE FROM channel_inbox
+                WHERE channel = conv.channel AND conversation_key = conv.conversation_key;
+            DELETE FROM email_message_ids WHERE conversation_key = conv.conversation_key;
+            DELETE FROM channel_conversations WHERE thread_id = OLD.thread_id;
+        END IF;
+        DELETE FROM channel_outbox WHERE thread_id = OLD.thread_id;
+        DELETE FROM channel_confirmations WHERE thread_id = OLD.thread_id;
+        RETURN OLD;
+    END $$;
+    CREATE TRIGGER threads_forget_channel AFTER DELETE ON threads
+        FOR EACH ROW EXECUTE FUNCTION cs_forget_thread_channel();
+
     ALTER TABLE conversation_outcomes ADD COLUMN channel text;
     CREATE FUNCTION cs_outcome_channel() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -115,6 +136,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute("""
+    DROP TRIGGER threads_forget_channel ON threads;
+    DROP FUNCTION cs_forget_thread_channel();
     DROP TRIGGER conversation_outcomes_channel ON conversation_outcomes;
     DROP FUNCTION cs_outcome_channel();
     ALTER TABLE conversation_outcomes DROP COLUMN channel;
