@@ -127,7 +127,14 @@ def classify(payload: dict[str, Any], delivery: str | None) -> Event | None:
         text = _text(payload)
         if not text:
             return None
-        body = {**base, "text": text, "contact": _contact(payload, conversation)}
+        body = {
+            **base,
+            "text": text,
+            "contact": _contact(payload, conversation),
+            "status": conversation.get("status")
+            if isinstance(conversation.get("status"), str)
+            else None,
+        }
         return Event("message", key, delivery or f"message:{message_id}", body)
     if event in ("conversation_status_changed", "conversation_opened", "conversation_updated"):
         if payload.get("status") != "pending":  # pending: the bot's again
@@ -218,6 +225,12 @@ class ChatwootAdapter:
             if outcome is None:
                 return "nothing_pending"
         else:
+            if item.body.get("status") == "open" and control["state"] == "agent":
+                # Chatwoot's people answer an `open` conversation (they opened it, not our
+                # handoff): the bot keeps quiet (Chatwoot issue #11429) and holds the thread
+                # for them until it is `pending` again.
+                await self.turns.hold_for_channel(conv, from_agent=True)
+                control = await self.turns.control(conv)
             text = str(item.body["text"])
             decision = decision_in(text) if control["state"] == "agent" else None
             noted = "run_id" in item.body  # its resume ran before: read that run

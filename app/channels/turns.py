@@ -118,11 +118,14 @@ class ChannelTurns:
     async def control(self, conv: Conversation) -> dict[str, Any]:
         return await self.controls.get(conv.thread_id)
 
-    async def hold_for_channel(self, conv: Conversation) -> dict[str, Any] | None:
-        """A thread the agent handed off (queued) is taken by the channel's people: control
-        `human`, assignee `chatwoot`. Returns the control, or None when it was not queued."""
+    async def hold_for_channel(
+        self, conv: Conversation, *, from_agent: bool = False
+    ) -> dict[str, Any] | None:
+        """A thread the agent handed off (queued; `from_agent`: also one the agent answers)
+        is taken by the channel's people: control `human`, assignee `chatwoot`. Returns the
+        control, or None when it was in neither state."""
         control = await self.controls.get(conv.thread_id)
-        if control["state"] != "queued":
+        if control["state"] != "queued" and not (from_agent and control["state"] == "agent"):
             return None
         staff = Principal(CHANNEL_STAFF, "staff", name="Chatwoot")
         try:

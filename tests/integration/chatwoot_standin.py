@@ -145,14 +145,14 @@ class ChatwootStandIn:
         account: int = 1,
         contact_id: int = 55,
         delivery: str | None = None,
+        status: str = "pending",
     ) -> httpx.Response:
         with self._lock:
             self._next_id += 1
             mid = message_id if message_id is not None else self._next_id
-        return self.deliver(
-            incoming_event(account, conversation, mid, text, identifier, verified, contact_id),
-            delivery=delivery,
-        )
+        event = incoming_event(account, conversation, mid, text, identifier, verified, contact_id)
+        event["conversation"]["status"] = status
+        return self.deliver(event, delivery=delivery)
 
     def choose(self, conversation: int, message_id: int, value: str, account: int = 1) -> Any:
         """The customer picks an item of our input_select: Chatwoot updates the message."""

@@ -344,6 +344,30 @@ class TestHandoff:
         await settled(shop)
         assert standin.in_conversation(13)[-1]["content"] == "I am back."
 
+    async def test_an_open_conversation_is_chatwoots_people_and_gets_no_bot_answer(
+        self,
+        server: LiveServer,
+        standin: ChatwootStandIn,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        """A person opened the conversation in Chatwoot (not our handoff): the bot keeps
+        quiet (chatwoot#11429) until it is pending again."""
+        got = await call(standin.incoming, 16, "hi", identifier=NOAH, verified=True, status="open")
+        assert got.json()["status"] == "stored"
+        await settled(shop)
+        assert model_server.requests == [] and standin.in_conversation(16) == []
+        async with server.client() as client:
+            control = await client.get("/threads/cw-1-16/control", headers=server.headers(NOAH))
+            state = await client.get("/threads/cw-1-16/state", headers=server.headers(NOAH))
+        assert control.json()["state"] == "human" and control.json()["assignee"] == "chatwoot"
+        assert [m["content"] for m in state.json()["messages"]] == ["hi"]
+        await call(standin.status_changed, 16, "pending")
+        model_server.use(Script([Reply.say("How can I help?")]))
+        await call(standin.incoming, 16, "hello bot", identifier=NOAH, verified=True)
+        await settled(shop)
+        assert [m["content"] for m in standin.in_conversation(16)] == ["How can I help?"]
+
     async def test_the_console_releases_a_thread_chatwoot_holds(
         self,
         server: LiveServer,
