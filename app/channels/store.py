@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 _CLAIM_INBOX = """WITH due AS (
         SELECT i.id FROM channel_inbox i
         WHERE i.done_at IS NULL AND i.next_attempt_at <= now()
+          AND i.channel = ANY(%(channels)s)
           AND NOT EXISTS (SELECT 1 FROM channel_inbox e
                           WHERE e.channel = i.channel AND e.conversation_key = i.conversation_key
                             AND e.id < i.id AND e.done_at IS NULL)
@@ -198,9 +199,11 @@ class ChannelStore:
         )
         return await cur.fetchone() is not None
 
-    async def claim_inbox(self, batch: int, ttl_s: float) -> list[Inbound]:
+    async def claim_inbox(self, channels: list[str], batch: int, ttl_s: float) -> list[Inbound]:
+        """Due messages of these channels (the ones this replica serves)."""
         async with self.pool.connection() as conn:
-            cur = await conn.execute(_CLAIM_INBOX, {"batch": batch, "ttl_s": ttl_s})
+            params = {"channels": channels, "batch": batch, "ttl_s": ttl_s}
+            cur = await conn.execute(_CLAIM_INBOX, params)
             rows = await cur.fetchall()
         return [
             Inbound(

@@ -103,7 +103,7 @@ class InboxWorker(_Loop):
         room = min(BATCH, MAX_TURNS - len(self._handling))
         if room <= 0:
             return False
-        items = await self.store.claim_inbox(room, self.ttl_s)
+        items = await self.store.claim_inbox(list(self.adapters), room, self.ttl_s)
         for item in items:
             task = asyncio.create_task(self._handle(item))
             self._handling[item.id] = task
