@@ -58,6 +58,8 @@ def decision_in(text: str) -> str | None:
 
 
 def outcome_of(result: dict[str, Any]) -> TurnOutcome:
+    if result.get("status") == "cancelled":  # a person took over mid-answer: no cut answer
+        return TurnOutcome(status="cancelled", answer="")
     answer = "\n\n".join(
         str(m["content"]).strip()
         for m in result.get("messages", [])
