@@ -225,7 +225,10 @@ class ChatwootAdapter:
             if outcome is None:
                 return "nothing_pending"
         else:
-            if item.body.get("status") == "open" and control["state"] == "agent":
+            status = item.body.get("status")
+            if status == "pending" and await self._handed_back(conv, control):
+                control = await self.turns.control(conv)
+            if status == "open" and control["state"] == "agent":
                 # Chatwoot's people answer an `open` conversation (they opened it, not our
                 # handoff): the bot keeps quiet (Chatwoot issue #11429) and holds the thread
                 # for them until it is `pending` again.
@@ -241,6 +244,17 @@ class ChatwootAdapter:
         await self.store.tag_thread(conv)
         await self._answer(conv, outcome, turn_key)
         return outcome.status
+
+    async def _handed_back(self, conv: Conversation, control: dict[str, Any]) -> bool:
+        """A message of a `pending` conversation on a thread Chatwoot's people hold: they
+        handed it back to the bot (Chatwoot tells an agent bot of no such status change:
+        agent_bot_listener.rb sends conversation_opened and _resolved only). Not while our
+        own `open` is still to be sent: that `pending` is from before our handoff."""
+        if control["state"] != "human" or control["assignee"] != CHANNEL_STAFF:
+            return False
+        if await self.store.unsent(conv.thread_id, "status"):
+            return False
+        return await self.turns.release_from_channel(conv)
 
     async def _answer(self, conv: Conversation, outcome: TurnOutcome, turn_key: str) -> None:
         """What the turn sends back, each once (its key): the answer, the confirmation, and

@@ -290,6 +290,16 @@ class ChannelStore:
         )
         return await cur.fetchone() is not None
 
+    async def unsent(self, thread_id: str, kind: str) -> bool:
+        """Whether something of this kind waits to be sent on the thread."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM channel_outbox WHERE thread_id = %s AND kind = %s "
+                "AND delivered_at IS NULL AND failed_at IS NULL LIMIT 1",
+                (thread_id, kind),
+            )
+            return await cur.fetchone() is not None
+
     async def answers_within(self, thread_id: str, kind: str, seconds: float) -> int:
         async with self.pool.connection() as conn:
             cur = await conn.execute(

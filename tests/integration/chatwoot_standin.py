@@ -42,6 +42,7 @@ class ChatwootStandIn:
     posted: list[Posted] = field(default_factory=list)
     echoes: list[int] = field(default_factory=list)  # the service's answers to our echoes
     fail_next: int = 0  # answer this many posts with 503 first
+    statuses: dict[int, str] = field(default_factory=dict)  # conversation -> its status
     _next_id: int = 1000
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -88,6 +89,8 @@ class ChatwootStandIn:
                 return
             account, conversation = int(match.group(1)), int(match.group(2))
             self.posted.append(Posted(account, conversation, match.group(3), body))
+            if match.group(3) == "toggle_status":
+                self.statuses[conversation] = str(body.get("status"))
             self._next_id += 1
             message_id = self._next_id
         handler.send_response(200)
@@ -145,13 +148,15 @@ class ChatwootStandIn:
         account: int = 1,
         contact_id: int = 55,
         delivery: str | None = None,
-        status: str = "pending",
+        status: str | None = None,
     ) -> httpx.Response:
+        """A customer's message; its conversation's status is the one Chatwoot has now
+        (pending, the bot's, unless set), as Chatwoot puts it in the event."""
         with self._lock:
             self._next_id += 1
             mid = message_id if message_id is not None else self._next_id
         event = incoming_event(account, conversation, mid, text, identifier, verified, contact_id)
-        event["conversation"]["status"] = status
+        event["conversation"]["status"] = status or self.statuses.get(conversation, "pending")
         return self.deliver(event, delivery=delivery)
 
     def choose(self, conversation: int, message_id: int, value: str, account: int = 1) -> Any:
@@ -172,7 +177,12 @@ class ChatwootStandIn:
         }
         return self.deliver(event)
 
+    def set_status(self, conversation: int, status: str) -> None:
+        """A person changes the status in Chatwoot (the agent bot is not told)."""
+        self.statuses[conversation] = status
+
     def status_changed(self, conversation: int, status: str, account: int = 1) -> Any:
+        self.statuses[conversation] = status
         event = {
             "event": "conversation_status_changed",
             "id": conversation,

@@ -60,6 +60,7 @@ async def shop(db: AsyncConnectionPool[Any], standin: ChatwootStandIn) -> AsyncC
             "channel_confirmations"
         )
     standin.posted.clear()
+    standin.statuses.clear()
     standin.echoes.clear()
     return db
 
@@ -367,6 +368,37 @@ class TestHandoff:
         await call(standin.incoming, 16, "hello bot", identifier=NOAH, verified=True)
         await settled(shop)
         assert [m["content"] for m in standin.in_conversation(16)] == ["How can I help?"]
+
+    async def test_a_message_of_a_conversation_set_back_to_pending_is_answered(
+        self,
+        server: LiveServer,
+        standin: ChatwootStandIn,
+        model_server: ScriptedModelServer,
+        shop: AsyncConnectionPool[Any],
+    ) -> None:
+        """Chatwoot tells an agent bot of no `pending` status change: the next message's
+        conversation status says the people handed it back."""
+        model_server.use(
+            Script(
+                [
+                    Reply.call("transfer_to_human_agents", summary="wants a person"),
+                    Reply.say("A colleague will answer."),
+                    Reply.say("Back with you."),
+                ]
+            )
+        )
+        await call(standin.incoming, 17, "a human please", identifier=NOAH, verified=True)
+        await settled(shop)
+        await call(standin.choose, 17, 9996, "approve")
+        await settled(shop)
+        assert standin.statuses[17] == "open"
+        await call(standin.incoming, 17, "still there?", identifier=NOAH, verified=True)
+        await settled(shop)
+        assert standin.in_conversation(17)[-1]["private"]  # the note: no bot answer since
+        standin.set_status(17, "pending")  # a person hands it back in Chatwoot
+        await call(standin.incoming, 17, "hello", identifier=NOAH, verified=True)
+        await settled(shop)
+        assert standin.in_conversation(17)[-1]["content"] == "Back with you."
 
     async def test_the_console_releases_a_thread_chatwoot_holds(
         self,
