@@ -256,12 +256,16 @@ class ChannelStore:
                 (outcome, inbound_id),
             )
 
-    async def retry_inbox(self, inbound_id: int, delay_s: float, outcome: str) -> None:
+    async def retry_inbox(
+        self, inbound_id: int, delay_s: float, outcome: str, *, counted: bool = True
+    ) -> None:
+        """Due again after `delay_s`; not `counted`: this claim is not an attempt."""
         async with self.pool.connection() as conn:
             await conn.execute(
                 "UPDATE channel_inbox SET next_attempt_at = now() + %s * interval '1 second', "
-                "outcome = %s WHERE id = %s",
-                (delay_s, outcome, inbound_id),
+                "outcome = %s, attempts = attempts - CASE WHEN %s THEN 0 ELSE 1 END "
+                "WHERE id = %s",
+                (delay_s, outcome, counted, inbound_id),
             )
 
     # -- the outbox --------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from app.runs.control import Controls
 from app.runs.run import Run
 from app.runs.service import RunService
 
-# What the channel's worker does with a turn that did not happen now.
+# A turn whose run ended so (the model or the database away, its process dead) is tried
+# again later with the same client_message_id: the retry runs it, as the page's retry does.
 RETRY_STATUSES = ("failed", "abandoned")
 _YES = re.compile(r"^\W*(yes|y|approve|approved|confirm|confirmed|ok|okay)\W*$", re.IGNORECASE)
 _NO = re.compile(r"^\W*(no|n|decline|declined|reject|cancel|stop)\W*$", re.IGNORECASE)
@@ -32,12 +33,14 @@ CHANNEL_STAFF = "chatwoot"  # the assignee of a thread Chatwoot's people hold
 
 class TryLater(Exception):
     """The message could not be handled now (thread busy, a limit, the model or database
-    away): its row is due again after `after_s`."""
+    away): its row is due again after `after_s`. `counts`: a failure towards giving the
+    message up; waiting for a busy thread or a limit is not one."""
 
-    def __init__(self, reason: str, after_s: float = 1.0) -> None:
+    def __init__(self, reason: str, after_s: float = 1.0, *, counts: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
         self.after_s = after_s
+        self.counts = counts
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class TurnOutcome:
 
 
 def decision_in(text: str) -> str | None:
-    """'approve' for a plain yes, 'reject' for a plain no, None for anything else."""
+    """'approve' for a plain yes, 'reject' for a plain no (on the first line: an email's
+    "Sent from my phone" follows it), None for anything else."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     if _YES.match(first):
         return "approve"
@@ -153,10 +157,11 @@ class ChannelTurns:
     async def _start(started: Any) -> Any:
         try:
             return await started
-        except ThreadBusy as busy:
-            raise TryLater("thread_busy", 1.0) from busy
+        except ThreadBusy as busy:  # a live run, or a dead process's lease until it expires
+            raise TryLater("thread_busy", float(busy.retry_after_s), counts=False) from busy
         except RateLimited as limited:
-            raise TryLater("rate_limited", float(limited.retry_after_s)) from limited
+            after = float(limited.retry_after_s)
+            raise TryLater("rate_limited", after, counts=False) from limited
         except psycopg.OperationalError as error:
             raise TryLater("database_unavailable", 2.0) from error
         except AppError as error:

@@ -122,12 +122,14 @@ class InboxWorker(_Loop):
         try:
             outcome = await adapter.handle(item)
         except TryLater as later:
-            if item.attempts >= MAX_ATTEMPTS:
+            if later.counts and item.attempts >= MAX_ATTEMPTS:
                 bound.error("channel message given up", reason=later.reason)
                 await self.store.finish_inbox(item.id, f"given_up:{later.reason}")
             else:
                 bound.info("channel message deferred", reason=later.reason)
-                await self.store.retry_inbox(item.id, later.after_s, later.reason)
+                await self.store.retry_inbox(
+                    item.id, later.after_s, later.reason, counted=later.counts
+                )
             self.nudge()
             return
         except AppError as refused:  # e.g. a deleted thread's message: never retried
