@@ -69,13 +69,13 @@ async def open_channels(
             raise ValueError("the email channel needs WRITE_CONFIRMATION=required")
         adapters.append(EmailAdapter(store, pool, turns, settings))
         couriers.append(SmtpCourier(settings))
-    inbox = InboxWorker(store, adapters, settings.channel_claim_ttl_s)
     outbox = OutboxWorker(
         store,
         couriers,
         base_s=settings.channel_backoff_base_s,
         cap_s=settings.channel_backoff_cap_s,
     )
+    inbox = InboxWorker(store, adapters, settings.channel_claim_ttl_s, on_done=outbox.nudge)
     if adapters:
         inbox.open()
         outbox.open()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -88,8 +89,15 @@ class _Loop:
 
 
 class InboxWorker(_Loop):
-    def __init__(self, store: ChannelStore, adapters: list[Adapter], ttl_s: float) -> None:
+    def __init__(
+        self,
+        store: ChannelStore,
+        adapters: list[Adapter],
+        ttl_s: float,
+        on_done: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__()
+        self.on_done = on_done  # the outbox's nudge: a turn's answer goes out at once
         self.store = store
         self.adapters = {a.channel: a for a in adapters}
         self.ttl_s = ttl_s
@@ -144,7 +152,8 @@ class InboxWorker(_Loop):
                 await self.store.retry_inbox(item.id, 2.0**item.attempts, "internal_error")
             return
         await self.store.finish_inbox(item.id, outcome)
-        self.nudge()  # the conversation's next message, and the outbox's new rows
+        self.on_done()
+        self.nudge()  # the conversation's next message
 
     async def wait_idle(self, grace_s: float) -> None:
         tasks = list(self._handling.values())
