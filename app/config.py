@@ -125,6 +125,23 @@ class Settings(BaseSettings):
     webhook_allowed_hosts: str = ""
     run_webhook_secret: SecretStr | None = None
 
+    # Channels (docs/channels.md): a Chatwoot agent bot and email, both off until set.
+    # Chatwoot: the webhook's signing secret, where its API is and the bot's access token;
+    # the conversation's link in the console uses CHATWOOT_BASE_URL too.
+    chatwoot_base_url: str | None = None
+    chatwoot_bot_token: SecretStr | None = None
+    chatwoot_webhook_secret: SecretStr | None = None
+    # Email: the bearer secret of POST /channels/email/inbound and /postmark, the support
+    # address answers come from (sent through the SMTP_* settings), answers per thread/hour.
+    email_inbound_secret: SecretStr | None = None
+    email_from: str | None = None
+    email_answers_per_hour: int = Field(default=5, ge=1)
+    # A claimed channel message's lease (renewed while its turn runs), and the outbound
+    # retries' backoff: base * 2^n seconds, at most the cap.
+    channel_claim_ttl_s: float = Field(default=30.0, ge=1.0, le=3600)
+    channel_backoff_base_s: float = Field(default=1.0, gt=0, le=60)
+    channel_backoff_cap_s: float = Field(default=60.0, gt=0, le=3600)
+
     write_confirmation: Literal["required", "off"] = "required"
     # native: the model's own tool calling; react: a text Thought/Action protocol for models
     # without it (small local models behind Ollama or llama.cpp).

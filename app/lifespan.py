@@ -22,6 +22,7 @@ from app.analytics.sweeper import OutcomeSweeper
 from app.api.deps import Services
 from app.api.lg.webhooks import run_webhook_renderer
 from app.background import Background, Loop
+from app.channels.service import open_channels
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.embedded import database_url
@@ -126,12 +127,15 @@ async def build_services(
             stack.push_async_callback(listener.stop)
         policy_tester = PolicyTester(pool, settings, url)
         stack.push_async_callback(policy_tester.close)
+        controls = Controls(pool, graph, leases, settings, runs.cancel, metrics)
+        # Chatwoot and email (docs/channels.md): off unless configured; every replica
+        channels = await stack.enter_async_context(open_channels(settings, pool, runs, controls))
         yield Services(
             settings=settings,
             pool=pool,
             runs=runs,
             inspector=inspector,
-            controls=Controls(pool, graph, leases, settings, runs.cancel, metrics),
+            controls=controls,
             repo=repo,
             store=store,
             metrics=metrics,
@@ -139,6 +143,7 @@ async def build_services(
             model_label=label,
             actions=actions,
             policy_tester=policy_tester,
+            channels=channels,
         )
 
 

@@ -25,6 +25,7 @@ from app.api.routes import (
     staff,
     threads,
 )
+from app.api.routes import channels as channel_routes
 from app.api.routes.policies import router as policy_router
 from app.config import Settings
 from app.errors import install_error_handlers
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         app.include_router(router)
     app.include_router(policy_router)  # issue 42
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg
+    app.include_router(channel_routes.router)  # Chatwoot and email (docs/channels.md)
     if (STATIC_DIR / "console.html").exists():
         app.add_api_route("/console", _console_page, include_in_schema=False)
     if (STATIC_DIR / "console-analytics.html").exists():

@@ -56,7 +56,13 @@ _TOOLS = f"""SELECT {_START} AS start, c.key AS tool, sum(c.value::int)::int AS 
 _VERSIONS = f"""SELECT policy_version, {_MEASURES},
         avg(score)::float8 AS score_avg, count(score) AS scored
     FROM conversation_outcomes WHERE {_IN_RANGE} GROUP BY 1 ORDER BY 1"""
-_LIST = """SELECT thread_id, result, handoff_reason, flags, score, score_reasons, turns,
+# Conversations by channel (NULL: the chat page), over the whole range (docs/channels.md).
+_CHANNELS = f"""SELECT coalesce(channel, 'web') AS channel, count(*)::int AS conversations,
+        count(*) FILTER (WHERE result = 'resolved')::int AS resolved,
+        count(*) FILTER (WHERE result = 'handed_off')::int AS handed_off
+    FROM conversation_outcomes WHERE {_IN_RANGE} GROUP BY 1 ORDER BY 1"""
+_LIST = """SELECT thread_id, coalesce(channel, 'web') AS channel, result, handoff_reason, flags,
+        score, score_reasons, turns,
         tool_calls, tool_errors, tokens_in, tokens_out, cost_usd::float8 AS cost_usd,
         started_at, ended_at, policy_version
     FROM conversation_outcomes
@@ -129,6 +135,7 @@ async def summary(
         versions = []
         if by_version:
             versions = await (await conn.execute(_VERSIONS, params, prepare=False)).fetchall()
+        channels = await (await conn.execute(_CHANNELS, params, prepare=False)).fetchall()
     assert totals is not None
     by_start = {r["start"]: {"start": r["start"].isoformat(), **_measures(r)} for r in periods}
     whole = _measures(totals)
@@ -138,7 +145,12 @@ async def summary(
     for row in tools:
         _add_tool(by_start[row["start"]]["tools"], row["tool"], row["calls"], row["errors"])
         _add_tool(whole["tools"], row["tool"], row["calls"], row["errors"])
-    got: dict[str, Any] = {"periods": list(by_start.values()), "totals": whole}
+    by_channel = {r.pop("channel"): r for r in (dict(c) for c in channels)}
+    got: dict[str, Any] = {
+        "periods": list(by_start.values()),
+        "totals": whole,
+        "channels": by_channel,
+    }
     if by_version:
         got["policy_versions"] = [_version_measures(r) for r in versions]
     return got

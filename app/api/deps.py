@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.actions.catalog import Actions
 from app.api.auth import VerifiedTokens, bearer_token
 from app.api.ratelimit import RateLimiter
+from app.channels.service import Channels
 from app.config import Settings
 from app.errors import Unauthorized
 from app.identity import Principal
@@ -41,6 +42,7 @@ class Services:
     model_label: str  # "demo" or the configured model name
     actions: Actions | None = None  # the actions file's sources (app/actions), when set
     policy_tester: PolicyTests | None = None  # the policy gate's tests (issue 42)
+    channels: Channels | None = None  # Chatwoot and email (docs/channels.md)
 
     @cached_property
     def limiter(self) -> RateLimiter:

@@ -143,6 +143,8 @@ class ThreadState(BaseModel):
     control: dict[str, Any] | None = None
     # the policy version the thread is pinned to (app/policies): its rules answer it
     policy_version: int | None = None
+    # the channel it happens on, when not the chat page: {"name": "chatwoot"|"email", "link"}
+    channel: dict[str, Any] | None = None
 
 
 class HistoryItem(BaseModel):

@@ -38,7 +38,8 @@ STAFF_MESSAGE_NAMESPACE = uuid.UUID("0c6f2f38-4a39-4f7e-9a8e-3f0f7b7a5d21")
 _CHANGE = "SELECT * FROM cs_control(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 _QUEUE = """SELECT l.thread_id, l.control, l.control_version, l.assignee, l.assignee_name,
         l.control_summary, l.control_reason, l.control_since, t.user_id, t.session_id,
-        t.title, t.updated_at,
+        t.title, t.updated_at, t.metadata->>'channel' AS channel,
+        t.metadata->>'channel_link' AS channel_link,
         (SELECT e.data FROM thread_events e WHERE e.thread_id = l.thread_id
            AND e.kind = 'message' ORDER BY e.id DESC LIMIT 1) AS last_message
     FROM thread_leases l JOIN threads t ON t.thread_id = l.thread_id

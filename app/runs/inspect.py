@@ -108,11 +108,13 @@ class ThreadInspector:
         working: bool = False,
     ) -> dict[str, Any]:
         """The full transcript (archive + working messages), or only the working window."""
-        await self.require_thread(thread_id)
+        row = await self.require_thread(thread_id)
         snapshot = await self.graph.aget_state(_config(thread_id, checkpoint_id))
         if checkpoint_id and snapshot.created_at is None:
             raise NotFound("checkpoint not found", code="checkpoint_not_found")
-        return await self._view(snapshot, thread_id, session_id, role, user_id, working=working)
+        view = await self._view(snapshot, thread_id, session_id, role, user_id, working=working)
+        view["channel"] = channel_of(row)
+        return view
 
     async def _view(
         self,
@@ -218,3 +220,12 @@ class ThreadInspector:
             if checkpointer is not None and not isinstance(checkpointer, bool):
                 await checkpointer.adelete_thread(thread_id)
             await self.repo.delete_thread(thread_id)
+
+
+def channel_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    """Where the conversation happens when not on our page: Chatwoot or email
+    (docs/channels.md), with the Chatwoot conversation's link."""
+    metadata = row.get("metadata") or {}
+    if not isinstance(metadata, dict) or not metadata.get("channel"):
+        return None
+    return {"name": metadata["channel"], "link": metadata.get("channel_link")}

@@ -92,7 +92,7 @@ export class QueueList {
           dataset: { testid: "queue-item", threadId: item.thread_id, state: item.state },
           onclick: () => this.onSelect(item),
         },
-        h("span", { class: "thread-title" }, item.customer),
+        h("span", { class: "thread-title" }, item.channel ? `${item.customer} · ${item.channel}` : item.customer),
         h("span", { class: "thread-summary", dataset: { testid: "queue-summary" } }, item.summary || item.title || ""),
         h("span", { class: "thread-meta" }, `${STATES[item.state] || item.state}${held} · ${waited(item.waiting_s)}`),
         item.last_message?.content

@@ -2,7 +2,7 @@
 // accept or take over, reply, transfer, hand back with a note.
 
 import { userMessage } from "./api.js";
-import { newId } from "./dom.js";
+import { h, newId } from "./dom.js";
 import { renderHistory, Transcript } from "./console-transcript.js";
 import { ThreadEvents } from "./events.js";
 
@@ -113,7 +113,13 @@ export class Conversation {
     this.messageCount = thread.messages.length;
     this.transcript.render(thread.messages, thread.pending);
     renderHistory(this.els.history, thread.control_history);
-    this.els.title.textContent = `${thread.customer} · ${thread.id}`;
+    const channel = thread.channel ? ` · ${thread.channel.name}` : "";
+    this.els.title.textContent = `${thread.customer} · ${thread.id}${channel}`;
+    if (/^https?:\/\//.test(thread.channel?.link || "")) {
+      // the Chatwoot conversation, where its people answer (docs/channels.md)
+      const link = h("a", { href: thread.channel.link, target: "_blank", rel: "noopener" }, "open in Chatwoot");
+      this.els.title.append(" · ", link);
+    }
     this.showControl(thread.control);
   }
 

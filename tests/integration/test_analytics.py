@@ -347,7 +347,7 @@ class TestAnalyticsApi:
 
         (item,) = declined.json()["items"]
         assert set(item) == {
-            "thread_id", "result", "handoff_reason", "flags", "score", "score_reasons",
+            "thread_id", "channel", "result", "handoff_reason", "flags", "score", "score_reasons",
             "turns", "tool_calls", "tool_errors", "tokens_in", "tokens_out", "cost_usd",
             "started_at", "ended_at", "policy_version",
         }  # fmt: skip

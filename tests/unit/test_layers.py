@@ -32,6 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"tools"}),
     frozenset({"agent", "actions"}),  # actions: remote tools, their ledger and sources
     frozenset({"runs", "analytics"}),  # analytics: outcomes read what runs recorded
+    frozenset({"channels"}),  # Chatwoot and email: adapters over the runs and control
     frozenset({"api"}),
     frozenset({"main", "lifespan", "cli", "__main__", "eval", "cli_policies"}),
 )

@@ -19,6 +19,7 @@ from app.api.auth import bearer_token
 from app.api.deps import CurrentUser, ServicesDep, ThreadId, signed_in
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.sse import NO_BUFFERING
+from app.channels.relay import relay_staff_message
 from app.errors import AppError, thread_not_found
 from app.identity import STAFF_ROLES, Principal
 from app.runs.threads import InvalidThreadId, thread_id
@@ -113,6 +114,8 @@ async def queue(
             "since": r["control_since"].isoformat(),
             "waiting_s": max(0.0, (now - r["control_since"]).total_seconds()),
             "last_message": r["last_message"],
+            "channel": r["channel"],  # chatwoot | email | None (the chat page)
+            "channel_link": r["channel_link"],
         }
         for r in rows
     ]
@@ -180,7 +183,10 @@ async def staff_message(
 ) -> dict[str, Any]:
     thread = _thread(thread_id)
     await services.inspector.require_thread(thread)
-    return await services.controls.staff_says(thread, staff, body.content, body.client_message_id)
+    view = await services.controls.staff_says(thread, staff, body.content, body.client_message_id)
+    if services.channels is not None:  # a Chatwoot or email thread: to the customer there
+        await relay_staff_message(services.channels, thread, view)
+    return view
 
 
 def _last_event_id(value: str | None) -> int:

@@ -5,13 +5,13 @@ They lived in the memory of the process that started the run, so a join answered
 another worker or replica fell back to the default modes and lost the opening message.
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 """
 
 from alembic import op
 
 revision = "0026"
-down_revision = "0024"
+down_revision = "0025"
 
 
 def upgrade() -> None:
