@@ -91,12 +91,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     assert settings.database_url
     os.environ["DATABASE_URL"] = settings.database_url
     from app.metrics import multiprocess_mode
+    from app.serving import serve_workers
 
     # Each worker keeps its metrics in files there; a scrape adds all of them up.
     with multiprocess_mode():
-        uvicorn.run(
-            "app.main:create_app", factory=True, host=host, port=port, workers=workers, **options
-        )
+        # Each worker listens on a socket of its own (SO_REUSEPORT): the kernel spreads the
+        # connections over them (app/serving.py).
+        serve_workers(host, port, workers, options)
 
 
 def port_problem(host: str, port: int) -> str | None:

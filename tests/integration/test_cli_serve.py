@@ -1,13 +1,16 @@
-"""`python -m app serve --workers N` starts N worker processes behind one port."""
+"""`python -m app serve --workers N` starts N worker processes behind one port, each with a
+listening socket of its own (SO_REUSEPORT), so connections spread over them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import psutil
@@ -19,7 +22,89 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def worker_connections(proc: subprocess.Popen[bytes], port: int) -> dict[int, int]:
+    """Established connections on `port` held by each worker process."""
+    counts: dict[int, int] = {}
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        if "spawn_main" not in " ".join(child.cmdline()):
+            continue
+        counts[child.pid] = sum(
+            1
+            for c in child.net_connections(kind="tcp")
+            if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == port
+        )
+    return counts
+
+
+def listening_inodes(port: int) -> set[str]:
+    """The inodes of the sockets listening on `port` (Linux: /proc/net/tcp)."""
+    found: set[str] = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and int(local.split(":")[1], 16) == port:  # 0A: LISTEN
+            found.add(inode)
+    return found
+
+
+def socket_inodes(pid: int) -> set[str]:
+    inodes: set[str] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
 class TestServeWorkers:
+    def test_connections_spread_over_the_workers(self, database_url: str) -> None:
+        """100 keep-alive connections opened one after another: with one shared socket the
+        warm worker could take most of them; with a socket per worker the kernel spreads
+        them by address (each worker well above a fifth: a binomial draw below 20 of 100
+        happens about once in a billion)."""
+        port = free_port()
+        env = {**os.environ, "DATABASE_URL": database_url, "LOG_LEVEL": "WARNING"}
+        command = [sys.executable, "-m", "app", "serve", "--workers", "2", "--no-seed"]
+        proc = subprocess.Popen(
+            [*command, "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        clients: list[socket.socket] = []
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).is_success:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.3)
+            time.sleep(1)  # both workers ready
+            for _ in range(100):
+                c = socket.create_connection(("127.0.0.1", port))
+                c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert c.recv(4096).startswith(b"HTTP/1.1 200")
+                clients.append(c)
+            counts = worker_connections(proc, port)
+            assert len(counts) == 2 and sum(counts.values()) == 100, counts
+            assert min(counts.values()) >= 20, counts
+            # each worker listens on a socket of its own (one shared socket would be one)
+            listening = listening_inodes(port)
+            assert len(listening) == 2, listening
+            for pid in counts:
+                assert len(socket_inodes(pid) & listening) == 1, pid
+        finally:
+            for c in clients:
+                c.close()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
     def test_two_workers_serve_one_port(self, database_url: str) -> None:
         port = free_port()
         env = {**os.environ, "DATABASE_URL": database_url, "LOG_LEVEL": "WARNING"}

@@ -34,7 +34,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"runs", "analytics"}),  # analytics: outcomes read what runs recorded
     frozenset({"channels"}),  # Chatwoot and email: adapters over the runs and control
     frozenset({"api"}),
-    frozenset({"main", "lifespan", "cli", "__main__", "eval", "cli_policies"}),
+    frozenset({"main", "lifespan", "cli", "__main__", "eval", "cli_policies", "serving"}),
 )
 # Packages that import nothing of the app at all.
 ISOLATED = frozenset({"identity", "domain"})
