@@ -54,8 +54,9 @@ class Settings(BaseSettings):
     # Unset: an embedded PostgreSQL is started under `data_dir`.
     database_url: str | None = None
     # LISTEN/NOTIFY wakes the background loops (app/db/listen.py) over one connection per
-    # process that must reach Postgres itself: unset, DATABASE_URL is used (right when it
-    # is direct); behind PgBouncer's transaction pool, point it at Postgres; `off`: poll.
+    # process that must reach Postgres itself: unset, DATABASE_URL is used unless it goes
+    # through PgBouncer (DB_PREPARE_THRESHOLD=none): then point this at Postgres, or the
+    # loops only poll; `off`: poll.
     database_listen_url: str | None = None
     data_dir: str = ".data"
     db_pool_min: int = 2

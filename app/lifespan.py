@@ -173,9 +173,15 @@ def add_loops(
 
 
 def listener_for(settings: Settings, url: str, background: Background) -> Listener | None:
-    """The LISTEN connection that wakes the loops (DATABASE_LISTEN_URL, else the direct
-    DATABASE_URL; `off`: the loops poll at their own pace)."""
-    target = settings.database_listen_url or url
+    """The LISTEN connection that wakes the loops: DATABASE_LISTEN_URL, else DATABASE_URL
+    unless that goes through PgBouncer's transaction pool (prepared statements off), which
+    keeps no LISTEN; `off`, or no direct connection: the loops poll at their own pace."""
+    if settings.database_listen_url:
+        target = settings.database_listen_url
+    elif settings.db_prepare_threshold is None:
+        return None
+    else:
+        target = url
     if target == "off":
         return None
     loops = background.loops

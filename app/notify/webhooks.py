@@ -45,7 +45,7 @@ from app.notify.destinations import HostPolicy, RefusedDestination, resolve
 log = structlog.get_logger(__name__)
 
 POLL_S = 1.0  # without LISTEN: an event's first try starts within about this long
-FALLBACK_S = 10.0  # with LISTEN (cs_webhooks wakes the loop): a retry that falls due waits
+FALLBACK_S = 30.0  # with LISTEN (cs_webhooks wakes the loop; a retry wakes it when due)
 BATCH = 20  # rows claimed (and sent concurrently) per statement
 LEASE_MARGIN_S = 10.0  # a claimed row is due again this long after its timeout
 GIVE_UP_AFTER_S = 24 * 3600.0  # an event failing for a day is given up
