@@ -7,10 +7,12 @@ SDK may send more.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.api.clientjson import MAX_ITEMS, ClientJson, ClientObject
+from app.api.lg.store_filter import StoreFilter
 from app.api.schemas import Line
 
 StreamModeName = str
@@ -24,33 +26,33 @@ class CheckpointRef(_Body):
     checkpoint_id: Line | None = Field(default=None, max_length=64)
     checkpoint_ns: str | None = None
     thread_id: str | None = None
-    checkpoint_map: dict[str, Any] | None = None
+    checkpoint_map: ClientObject | None = None
 
 
 class ThreadCreate(_Body):
     thread_id: Line | None = Field(default=None, max_length=64)
-    metadata: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
-    supersteps: list[Any] | None = None
-    ttl: Any = None
+    supersteps: list[ClientJson] | None = Field(default=None, max_length=MAX_ITEMS)
+    ttl: ClientJson = None
 
 
 class ThreadUpdate(_Body):
     """PATCH /threads/{id}: metadata to merge into the thread's."""
 
-    metadata: dict[str, Any] | None = None
-    ttl: Any = None
+    metadata: ClientObject | None = None
+    ttl: ClientJson = None
 
 
 class ThreadCount(_Body):
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
+    values: ClientObject | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
 class ThreadSearch(_Body):
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
+    values: ClientObject | None = None
     ids: list[Line] | None = Field(default=None, max_length=1000)
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
     limit: int = Field(default=10, ge=1, le=1000)
@@ -58,13 +60,13 @@ class ThreadSearch(_Body):
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[str] | None = None
-    extract: dict[str, Any] | None = None
+    extract: ClientObject | None = None
 
 
 class HistoryQuery(_Body):
     limit: int = Field(default=10, ge=1, le=200)
     before: CheckpointRef | Line | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
     checkpoint: CheckpointRef | None = None
     select: list[str] | None = None
 
@@ -77,22 +79,22 @@ class StateAtCheckpoint(_Body):
 class AssistantSearch(_Body):
     graph_id: str | None = None
     name: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
 
 
 class CommandIn(_Body):
-    resume: Any = None
-    update: Any = None
-    goto: Any = None
+    resume: ClientJson = None
+    update: ClientJson = None
+    goto: ClientJson = None
 
 
 class RunCreate(_Body):
     """POST /threads/{id}/runs[/stream|/wait]."""
 
     assistant_id: str = Field(min_length=1, max_length=128)
-    input: Any = None
+    input: ClientJson = None
     command: CommandIn | None = None
     checkpoint: CheckpointRef | None = None
     checkpoint_id: Line | None = Field(default=None, max_length=64)
@@ -103,18 +105,18 @@ class RunCreate(_Body):
     multitask_strategy: str | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    interrupt_before: Any = None
-    interrupt_after: Any = None
+    config: ClientObject | None = None
+    context: ClientObject | None = None
+    metadata: ClientObject | None = None
+    interrupt_before: ClientJson = None
+    interrupt_after: ClientJson = None
     webhook: str | None = None
     after_seconds: float | None = None
     durability: str | None = None
     checkpoint_during: bool | None = None
     feedback_keys: list[str] | None = None
     strict_resume: bool | None = None
-    langsmith_tracer: Any = None
+    langsmith_tracer: ClientJson = None
 
 
 # -- the store (app/api/lg/store.py) --------------------------------------------------------
@@ -127,7 +129,7 @@ Namespace = list[str]
 class StorePut(_Body):
     namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
     key: str = Field(min_length=1, max_length=MAX_KEY)
-    value: dict[str, Any]
+    value: ClientObject
     index: Literal[False] | list[str] | None = None
     ttl: float | None = None
 
@@ -139,7 +141,7 @@ class StoreDelete(_Body):
 
 class StoreSearch(_Body):
     namespace_prefix: Namespace = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
-    filter: dict[str, Any] | None = None
+    filter: StoreFilter | None = None
     limit: int = Field(default=10, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=10_000)
     query: str | None = None
