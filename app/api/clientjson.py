@@ -7,7 +7,7 @@ depth, breadth and size bounds keep one body from costing more than its use is w
 
 `ClientObject` and `ClientJson` are the field types for such JSON: they validate (a typed
 422, `client_json_invalid`) and they state the same rules in the OpenAPI document (the
-`JsonDepth<n>` schemas, `openapi_components()`), so a generated client or a fuzzer knows
+`JsonValue` schema, `openapi_components()`), so a generated client or a fuzzer knows
 them. Only what JSON Schema cannot say (surrogates, finite numbers, the byte size) is
 left to the description.
 """
@@ -100,21 +100,16 @@ def _validated(value: Any) -> Any:
         ) from None
 
 
-def level_name(depth: int) -> str:
-    return f"JsonDepth{depth}"
+# The document states the rules JSON Schema can say (no NUL in a string or a key) in two
+# recursive schemas; the depth, breadth and size bounds are in the description. Spelling
+# the depth out as one schema per level made schemathesis's coverage phase draw tens of
+# thousands of cases for one body.
+JSON_VALUE = "JsonValue"
+EMPTY = "EmptyJson"
 
 
-def _ref(depth: int) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{level_name(depth)}"}
-
-
-def _object(depth: int) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "maxProperties": MAX_ITEMS,
-        "propertyNames": {"pattern": NO_NUL},
-        "additionalProperties": _ref(depth + 1),
-    }
+def ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
 SCALARS: tuple[dict[str, Any], ...] = (
@@ -125,29 +120,46 @@ SCALARS: tuple[dict[str, Any], ...] = (
 )
 
 
-def _level(depth: int) -> dict[str, Any]:
-    if depth > MAX_DEPTH:
-        return {"anyOf": list(SCALARS)}
-    array = {"type": "array", "maxItems": MAX_ITEMS, "items": _ref(depth + 1)}
-    return {"anyOf": [*SCALARS, array, _object(depth)]}
+def json_object(values: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": values}
+
+
+def json_value() -> dict[str, Any]:
+    array = {"type": "array", "items": ref(JSON_VALUE)}
+    return {"anyOf": [*SCALARS, array, json_object(ref(JSON_VALUE))]}
+
+
+def empty_value() -> dict[str, Any]:
+    """What a field the service cannot honour may still hold, as SDKs send it: nothing
+    (null, `[]`, or objects of nothing, such as `{"configurable": {}}`)."""
+    return {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0}, empty_object()]}
+
+
+def empty_object() -> dict[str, Any]:
+    return json_object(ref(EMPTY))
 
 
 def openapi_components() -> dict[str, dict[str, Any]]:
-    """`JsonDepth2` .. `JsonDepth<MAX_DEPTH+1>`: a value at that depth, the last a scalar
-    (a field's own value, depth 1, is written out where it is used)."""
-    return {level_name(depth): _level(depth) for depth in range(2, MAX_DEPTH + 2)}
+    return {JSON_VALUE: json_value(), EMPTY: empty_value()}
 
 
 ClientJson = Annotated[
     Any,
     AfterValidator(_validated),
-    WithJsonSchema({**_level(1), "description": RULES}),
+    WithJsonSchema({**json_value(), "description": RULES}),
 ]
 """Any JSON value a client sends that is kept or compared as jsonb."""
 
 ClientObject = Annotated[
     dict[str, Any],
     AfterValidator(_validated),
-    WithJsonSchema({**_object(1), "description": RULES}),
+    WithJsonSchema({**json_object(ref(JSON_VALUE)), "description": RULES}),
 ]
 """A JSON object a client sends that is kept or compared as jsonb (metadata, a value)."""
+
+EmptyJson = Annotated[
+    Any,
+    AfterValidator(_validated),
+    WithJsonSchema({**empty_value(), "description": "Not supported: nothing, if sent."}),
+]
+"""A field cs-agent refuses (typed 422) unless it holds nothing (null, `[]`, `{}`...)."""

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.clientjson import MAX_ITEMS, ClientJson, ClientObject
+from app.api.lg import contract
 from app.api.lg.store_filter import StoreFilter
 from app.api.schemas import Line
 
@@ -30,6 +31,8 @@ class CheckpointRef(_Body):
 
 
 class ThreadCreate(_Body):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.thread_create)
+
     thread_id: Line | None = Field(default=None, max_length=64)
     metadata: ClientObject | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
@@ -39,6 +42,8 @@ class ThreadCreate(_Body):
 
 class ThreadUpdate(_Body):
     """PATCH /threads/{id}: metadata to merge into the thread's."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.ttl_none)
 
     metadata: ClientObject | None = None
     ttl: ClientJson = None
@@ -51,6 +56,8 @@ class ThreadCount(_Body):
 
 
 class ThreadSearch(_Body):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.thread_search)
+
     metadata: ClientObject | None = None
     values: ClientObject | None = None
     ids: list[Line] | None = Field(default=None, max_length=1000)
@@ -64,6 +71,8 @@ class ThreadSearch(_Body):
 
 
 class HistoryQuery(_Body):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.history_query)
+
     limit: int = Field(default=10, ge=1, le=200)
     before: CheckpointRef | Line | None = None
     metadata: ClientObject | None = None
@@ -85,6 +94,8 @@ class AssistantSearch(_Body):
 
 
 class CommandIn(_Body):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.command)
+
     resume: ClientJson = None
     update: ClientJson = None
     goto: ClientJson = None
@@ -92,6 +103,8 @@ class CommandIn(_Body):
 
 class RunCreate(_Body):
     """POST /threads/{id}/runs[/stream|/wait]."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.run_create)
 
     assistant_id: str = Field(min_length=1, max_length=128)
     input: ClientJson = None
@@ -127,6 +140,8 @@ Namespace = list[str]
 
 
 class StorePut(_Body):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.store_put)
+
     namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
     key: str = Field(min_length=1, max_length=MAX_KEY)
     value: ClientObject
@@ -140,6 +155,8 @@ class StoreDelete(_Body):
 
 
 class StoreSearch(_Body):
+    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.store_search)
+
     namespace_prefix: Namespace = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
     filter: StoreFilter | None = None
     limit: int = Field(default=10, ge=1, le=1000)

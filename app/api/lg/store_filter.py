@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from app.api.clientjson import MAX_ITEMS, NO_NUL, RULES, check_client_json, level_name
+from app.api.clientjson import JSON_VALUE, NO_NUL, RULES, check_client_json, ref
 from app.errors import STORE_FILTER_INVALID
 
 EQUALITY = ("$eq", "$ne")
@@ -46,7 +46,7 @@ def _checked(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def _schema() -> dict[str, Any]:
-    nested = {"$ref": f"#/components/schemas/{level_name(3)}"}
+    nested = ref(JSON_VALUE)
     operators: dict[str, Any] = {op: nested for op in EQUALITY}
     operators |= {op: {"type": ["number", "string"], "pattern": NO_NUL} for op in ORDER}
     condition = {
@@ -55,13 +55,12 @@ def _schema() -> dict[str, Any]:
             {"type": "boolean"},
             {"type": "number"},
             {"type": "string", "pattern": NO_NUL},
-            {"type": "array", "maxItems": MAX_ITEMS, "items": nested},
+            {"type": "array", "items": nested},
             {"type": "object", "properties": operators, "additionalProperties": False},
         ]
     }
     return {
         "type": "object",
-        "maxProperties": MAX_ITEMS,
         "propertyNames": {"pattern": NO_NUL},
         "additionalProperties": condition,
         "description": "Each key a top-level key of an item's value: a value to equal, or "

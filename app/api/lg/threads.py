@@ -230,7 +230,11 @@ async def post_state_at(
     return await state_view(services, thread, body.checkpoint.checkpoint_id)
 
 
-@router.post("/threads/{thread_id}/state", dependencies=[Depends(require_json)])
+# Not in the document: the operation does not exist here, it only says why (as the
+# stateless runs do, app/api/lg/runs.py).
+@router.post(
+    "/threads/{thread_id}/state", dependencies=[Depends(require_json)], include_in_schema=False
+)
 async def update_state(thread: ExistingThread) -> None:
     refuse(
         "the state is written only by runs: send a message, resume a confirmation, or "

@@ -4,18 +4,19 @@ with their outcome and flags, each opening as `/staff/threads/{thread_id}`. Anyo
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import BeforeValidator
 
 from app.analytics.report import conversations, summary
+from app.api.cursors import StaffCursor, cursor_of
 from app.api.deps import ServicesDep
 from app.api.routes.common import JSON_ERRORS
 from app.api.routes.staff import Staff
-from app.api.routes.staff import _after as position_of  # the queue's cursor, same shape
-from app.api.routes.staff import _cursor as cursor_of
-from app.errors import AppError
+from app.api.routes.staff import _after as position_after  # the queue's cursor, same shape
 
 router = APIRouter(tags=["analytics"], responses=JSON_ERRORS)
 
@@ -34,25 +35,35 @@ FlagCode = Literal[
 Result = Literal["resolved", "handed_off", "abandoned", "failed"]
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+# RFC 3339, as the document's `format: date-time` says: a number (`to=0.5`, which pydantic
+# reads as seconds since the epoch) or a date-time without an offset is refused.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _rfc3339(value: object) -> object:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-11-01T00:00:00Z")
+    return value
+
+
+Instant = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
 @router.get("/staff/analytics/summary", summary="Conversations by result, rates and cost")
 async def analytics_summary(
     staff: Staff,
     services: ServicesDep,
-    start: Annotated[datetime | None, Query(alias="from")] = None,
-    end: Annotated[datetime | None, Query(alias="to")] = None,
+    start: Annotated[Instant | None, Query(alias="from")] = None,
+    end: Annotated[Instant | None, Query(alias="to")] = None,
     group: Literal["day", "week"] = "day",
 ) -> dict[str, Any]:
     """Conversations that started in [from, to) (default: the last 30 days), by UTC day or
-    ISO week. Rates are fractions of all of the period's conversations."""
-    end = _aware(end) if end else datetime.now(UTC)
-    start = _aware(start) if start else end - DEFAULT_RANGE
-    if start >= end:
-        raise AppError("`from` must be before `to`", code="bad_range")
-    return await summary(services.pool, start, end, group)
+    ISO week. Rates are fractions of all of the period's conversations. `from` and `to`
+    are RFC 3339 date-times with an offset (`2026-11-01T00:00:00Z`); a period whose `from`
+    is not before its `to` holds no conversations."""
+    end = end or datetime.now(UTC)
+    start = start or end - DEFAULT_RANGE
+    return await summary(services.pool, start, max(start, end), group)
 
 
 @router.get("/staff/analytics/conversations", summary="Conversations with outcome and flags")
@@ -63,7 +74,7 @@ async def analytics_conversations(
     flagged: bool | None = None,
     result: Result | None = None,
     max_score: Annotated[int | None, Query(ge=1, le=5)] = None,
-    cursor: str | None = None,
+    cursor: StaffCursor = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> dict[str, Any]:
     """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`.
@@ -74,7 +85,7 @@ async def analytics_conversations(
         flagged=flagged,
         result=result,
         max_score=max_score,
-        after=position_of(cursor),
+        after=position_after(cursor),
         limit=limit,
     )
     return {"items": items, "next_cursor": cursor_of(*last) if last else None}
