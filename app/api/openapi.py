@@ -63,11 +63,16 @@ def _complete_errors(path: str, operation: dict[str, Any]) -> None:
         answer["content"] = {"application/json": {"schema": ERROR_REF}}
 
 
-def _stream_only(method: str, operation: dict[str, Any]) -> None:
-    """A GET that streams answers only with the stream (FastAPI adds application/json)."""
-    content = operation.get("responses", {}).get("200", {}).get("content", {})
-    if method == "get" and "text/event-stream" in content:
+STREAMS = ("/events", "/stream")  # paths whose 200 is only ever a stream
+
+
+def _stream_only(path: str, operation: dict[str, Any]) -> None:
+    """A stream's 200 is text/event-stream alone (FastAPI documents application/json)."""
+    if path.endswith(STREAMS):
+        ok = operation.get("responses", {}).setdefault("200", {"description": "A stream"})
+        content = ok.setdefault("content", {})
         content.pop("application/json", None)
+        content.setdefault("text/event-stream", {})
 
 
 def _words(name: str, operation: dict[str, Any]) -> None:
@@ -104,7 +109,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
         for method, operation in operations.items():
             name = f"{method.upper()} {path}"
             _complete_errors(path, operation)
-            _stream_only(method, operation)
+            _stream_only(path, operation)
             _words(name, operation)
             _examples(name, path, operation)
     schema.setdefault("components", {}).setdefault("schemas", {}).update(openapi_components())

@@ -17,27 +17,30 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-Table = list[tuple[re.Pattern[str], frozenset[str]]]
+Table = list[tuple[re.Pattern[str], int, frozenset[str]]]
 
 
 def route_table(routes: Sequence[BaseRoute]) -> Table:
-    """Each route's path pattern and methods, included routers flattened (as the OpenAPI
-    document reads them)."""
+    """Each route's path pattern, its number of parameters and its methods, included
+    routers flattened (as the OpenAPI document reads them)."""
     table: Table = []
     for route in iter_route_contexts(routes):
-        if route.path and route.methods:
-            regex, _, _ = compile_path(route.path)
-            table.append((regex, frozenset(route.methods)))
+        # a route kept out of the document only explains why its method is refused
+        if route.path and route.methods and getattr(route, "include_in_schema", True):
+            regex, _, convertors = compile_path(route.path)
+            table.append((regex, len(convertors), frozenset(route.methods)))
     return table
 
 
 def methods_at(table: Table, path: str) -> set[str]:
-    """The methods of every route whose path matches (HEAD with GET)."""
-    methods: set[str] = set()
-    for regex, route_methods in table:
-        if regex.match(path):
-            methods |= route_methods
-    return methods
+    """The methods of the routes whose path matches with the fewest parameters: those of
+    `/lg/threads/search`, not also of `/lg/threads/{thread_id}` (as the document lists
+    them, and as the router prefers the literal path)."""
+    matches = [(params, methods) for regex, params, methods in table if regex.match(path)]
+    if not matches:
+        return set()
+    fewest = min(params for params, _ in matches)
+    return {m for params, methods in matches if params == fewest for m in methods}
 
 
 def _allow(methods: set[str]) -> tuple[bytes, bytes]:

@@ -98,8 +98,20 @@ class RewindIn(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
             "oneOf": [
-                {"required": ["checkpoint_id"], "properties": {"message_id": {"type": "null"}}},
-                {"required": ["message_id"], "properties": {"checkpoint_id": {"type": "null"}}},
+                {
+                    "required": ["checkpoint_id"],
+                    "properties": {
+                        "checkpoint_id": {"type": "string"},
+                        "message_id": {"type": "null"},
+                    },
+                },
+                {
+                    "required": ["message_id"],
+                    "properties": {
+                        "message_id": {"type": "string"},
+                        "checkpoint_id": {"type": "null"},
+                    },
+                },
             ]
         }
     )

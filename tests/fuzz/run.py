@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +43,7 @@ GUEST = "guest-fuzz"
 STAFF = "staff-fuzz"
 # Operations that run the (demo) model: a few examples each are enough.
 MODEL_ROUTES = r"/(messages|resume|runs|runs/stream|runs/wait)$"
+STREAM_ROUTES = r"/(events|stream)$"
 
 
 @dataclass
@@ -149,7 +151,6 @@ def config(seeded: Seeded) -> str:
         _dictionary("no_webhook", [""]),
         "[parameters]",
         f'"query.q" = {_bind("text", 0.3)}',
-        f'"query.cursor" = {_bind("text", 0.2)}',
         f'"query.checkpoint_id" = {_bind("checkpoint", 0.5)}',
         f'"query.before" = {_bind("checkpoint", 0.5)}',
         f'"query.namespace" = {_bind("namespace", 0.6)}',
@@ -173,6 +174,12 @@ def config(seeded: Seeded) -> str:
         "[[operations]]",
         f"include-path-regex = {_toml('^/staff/threads/')}",
         f'parameters = {{ "path.thread_id" = {_bind("staff_thread", 0.8)} }}',
+        "",
+        # a stream stays open while its thread lives: a few seconds of it are enough
+        "[[operations]]",
+        f"include-path-regex = {_toml(STREAM_ROUTES)}",
+        f"include-method = {_toml('GET')}",
+        "request-timeout = 3",
         "",
         "[[operations]]",
         f"include-path-regex = {_toml(MODEL_ROUTES)}",
@@ -254,7 +261,12 @@ def _failures_text(output: Path) -> str:
     return text[max(start, 0) :][-30_000:]
 
 
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # so the service stops and the database is dropped
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _exit_on_term)
     settings = Settings.from_env()
     settings.out.mkdir(parents=True, exist_ok=True)
     database_url, admin = create_fresh_database("csagent_fuzz")

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 TURNS = ("where is my order?", "how long do refunds take?")
+HANDOFF = "I want to talk to a human agent please"
 
 
 @dataclass
@@ -50,6 +51,14 @@ def _native_thread(http: httpx.Client, session: str, into: Seeded) -> None:
     into.messages += [m["id"] for m in state["messages"] if m.get("id")]
     runs = _ok(http.get(f"/threads/{session}/runs"))
     into.runs += [r["run_id"] for r in runs["items"]]
+    into.sessions.append(session)
+
+
+def _handed_off(http: httpx.Client, session: str, into: Seeded) -> None:
+    """A thread the agent handed to a person (the customer asked; the transfer confirmed),
+    so staff have a queue to work on."""
+    _ok(http.post(f"/threads/{session}/messages", json={"content": HANDOFF}))
+    _ok(http.post(f"/threads/{session}/resume", json={"decision": "approve"}))
     into.sessions.append(session)
 
 
@@ -94,6 +103,7 @@ def seed_user(base_url: str, token: str, user_id: str, role: str) -> Seeded:
     headers = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=base_url, headers=headers, timeout=60) as http:
         _native_thread(http, f"fuzz-{role}", seeded)
+        _handed_off(http, f"fuzz-{role}-human", seeded)
         _lg_thread(http, seeded)
         _store(http, user_id, memory=role == "customer", into=seeded)
         _common(http, seeded)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.clientjson import empty_object, empty_value
+from app.api.clientjson import JSON_VALUE, NO_NUL, empty_object, empty_value, ref
 from app.api.lg.translate import MODES
 from app.api.schemas import NOT_BLANK_PATTERN
 
@@ -31,6 +31,8 @@ _HUMAN_OBJECT = {
     "type": "object",
     "required": ["content"],
     "properties": {"content": _TEXT, "id": {"type": "string"}},
+    "propertyNames": {"pattern": NO_NUL},
+    "additionalProperties": ref(JSON_VALUE),
     "anyOf": [
         {"required": ["type"], "properties": {"type": {"enum": ["human", "user"]}}},
         {
@@ -40,19 +42,26 @@ _HUMAN_OBJECT = {
     ],
 }
 HUMAN = {"anyOf": [_TEXT, _HUMAN_OBJECT]}
-# message_of: one human message, alone or in a list (a UI's tool messages aside)
-INPUT = {
-    "type": "object",
-    "required": ["messages"],
-    "properties": {
-        "messages": {
-            "anyOf": [HUMAN, {"type": "array", "minItems": 1, "maxItems": 1, "items": HUMAN}]
-        }
-    },
-    "additionalProperties": empty_value(),
-    "description": 'One human message: `{"messages": [{"role": "user", "content": '
-    '"..."}]}` (or the message alone, or its text); nothing else.',
-}
+# message_of: one human message, alone or in a list (a UI's tool messages aside); none
+# (null, []) is no message, which a run may have when it resumes or forks
+_ONE = {"anyOf": [HUMAN, {"type": "array", "minItems": 1, "maxItems": 1, "items": HUMAN}]}
+_NONE = {"anyOf": [NULL, {"type": "array", "maxItems": 0}]}
+
+
+def _input(messages: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["messages"] if required else [],
+        "properties": {"messages": messages},
+        "propertyNames": {"pattern": NO_NUL},
+        "additionalProperties": empty_value(),
+        "description": 'One human message: `{"messages": [{"role": "user", "content": '
+        '"..."}]}` (or the message alone, or its text); nothing else.',
+    }
+
+
+INPUT = _input(_ONE, required=True)
+ANY_INPUT = _input({"anyOf": [_ONE, _NONE]}, required=False)
 STREAM_MODE = {"enum": ["", *sorted(MODES)]}
 # _start: a message, a decision on a pending confirmation, or a fork from a checkpoint
 RUN_NEEDS = [
@@ -86,7 +95,7 @@ RUN_NEEDS = [
 def run_create(schema: dict[str, Any]) -> None:
     """RunCreate's JSON schema, as pydantic calls `json_schema_extra`."""
     props = schema["properties"]
-    props["input"] = {"anyOf": [NULL, INPUT]}
+    props["input"] = {"anyOf": [NULL, ANY_INPUT]}
     props["config"] = {**NO_OBJECT, "description": "The server's own: nothing, if sent."}
     props["context"] = {**NO_OBJECT, "description": "From the token: nothing, if sent."}
     props["multitask_strategy"] = {"enum": [None, "reject"]}

@@ -20,7 +20,9 @@ StreamModeName = str
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: `0` is not `false` nor `false` an offset, as the document says (the SDKs
+    # send JSON types)
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class CheckpointRef(_Body):
@@ -31,7 +33,7 @@ class CheckpointRef(_Body):
 
 
 class ThreadCreate(_Body):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.thread_create)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.thread_create)
 
     thread_id: Line | None = Field(default=None, max_length=64)
     metadata: ClientObject | None = None
@@ -43,7 +45,7 @@ class ThreadCreate(_Body):
 class ThreadUpdate(_Body):
     """PATCH /threads/{id}: metadata to merge into the thread's."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.ttl_none)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.ttl_none)
 
     metadata: ClientObject | None = None
     ttl: ClientJson = None
@@ -56,7 +58,7 @@ class ThreadCount(_Body):
 
 
 class ThreadSearch(_Body):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.thread_search)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.thread_search)
 
     metadata: ClientObject | None = None
     values: ClientObject | None = None
@@ -71,7 +73,7 @@ class ThreadSearch(_Body):
 
 
 class HistoryQuery(_Body):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.history_query)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.history_query)
 
     limit: int = Field(default=10, ge=1, le=200)
     before: CheckpointRef | Line | None = None
@@ -94,7 +96,7 @@ class AssistantSearch(_Body):
 
 
 class CommandIn(_Body):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.command)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.command)
 
     resume: ClientJson = None
     update: ClientJson = None
@@ -104,7 +106,7 @@ class CommandIn(_Body):
 class RunCreate(_Body):
     """POST /threads/{id}/runs[/stream|/wait]."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.run_create)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.run_create)
 
     assistant_id: str = Field(min_length=1, max_length=128)
     input: ClientJson = None
@@ -140,7 +142,7 @@ Namespace = list[str]
 
 
 class StorePut(_Body):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.store_put)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.store_put)
 
     namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
     key: str = Field(min_length=1, max_length=MAX_KEY)
@@ -155,7 +157,7 @@ class StoreDelete(_Body):
 
 
 class StoreSearch(_Body):
-    model_config = ConfigDict(extra="ignore", json_schema_extra=contract.store_search)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.store_search)
 
     namespace_prefix: Namespace = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
     filter: StoreFilter | None = None

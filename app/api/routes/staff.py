@@ -17,6 +17,7 @@ from app.api.auth import bearer_token
 from app.api.cursors import StaffCursor, cursor_of, position_of
 from app.api.deps import CurrentUser, ServicesDep, ThreadId, signed_in
 from app.api.routes.common import JSON_ERRORS, require_json
+from app.api.schemas import Line, Text
 from app.api.sse import NO_BUFFERING
 from app.errors import AppError, thread_not_found
 from app.identity import Principal
@@ -54,12 +55,12 @@ class ControlIn(BaseModel):
     action: Literal["accept", "take_over", "transfer", "release"]
     version: int = Field(ge=0)
     to: str | None = Field(default=None, pattern=r"^staff-[A-Za-z0-9_.@-]{1,122}$")
-    note: str | None = Field(default=None, max_length=4000)
+    note: Text | None = Field(default=None, max_length=4000)
 
 
 class StaffMessageIn(BaseModel):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    client_message_id: str | None = Field(default=None, max_length=128)
+    content: Text = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    client_message_id: Line | None = Field(default=None, max_length=128)
 
 
 def _after(cursor: str | None) -> tuple[datetime, str] | None:
