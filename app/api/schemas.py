@@ -90,31 +90,27 @@ class ResumeIn(BaseModel):
     decision: Literal["approve", "reject"]
 
 
+def _one_of_the_two(schema: dict[str, Any]) -> None:
+    """RewindIn's schema as two whole alternatives (a `oneOf` beside `properties` is
+    read loosely by some generators)."""
+    props = schema.pop("properties")
+    schema.pop("type", None)
+    schema["oneOf"] = [
+        {
+            "type": "object",
+            "required": [given],
+            "properties": {given: props[given]["anyOf"][0], other: {"type": "null"}},
+        }
+        for given, other in (("checkpoint_id", "message_id"), ("message_id", "checkpoint_id"))
+    ]
+
+
 class RewindIn(BaseModel):
     """Exactly one of the two: `checkpoint_id` rewinds to that checkpoint (as
     GET /threads/{session_id}/history lists them); `message_id` rewinds to just before that
     message (as the state's `messages` carry ids), so the message and all after it go."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "oneOf": [
-                {
-                    "required": ["checkpoint_id"],
-                    "properties": {
-                        "checkpoint_id": {"type": "string"},
-                        "message_id": {"type": "null"},
-                    },
-                },
-                {
-                    "required": ["message_id"],
-                    "properties": {
-                        "message_id": {"type": "string"},
-                        "checkpoint_id": {"type": "null"},
-                    },
-                },
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra=_one_of_the_two)
 
     checkpoint_id: Line | None = Field(default=None, min_length=1, max_length=64)
     message_id: Line | None = Field(default=None, min_length=1, max_length=128)

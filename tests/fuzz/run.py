@@ -139,6 +139,10 @@ def config(seeded: Seeded) -> str:
         _dictionary("lg_thread", seeded.lg_threads or seeded.sessions),
         _dictionary("staff_thread", seeded.staff_threads),
         _dictionary("run", seeded.runs),
+        _dictionary("native_session", seeded.sessions[:1]),
+        _dictionary("native_run", seeded.native_runs),
+        _dictionary("lg_run", seeded.lg_runs),
+        _dictionary("lg_checkpoint", seeded.lg_checkpoints),
         _dictionary("checkpoint", [*seeded.checkpoints, *HOSTILE]),
         _dictionary("message", [*seeded.messages, *HOSTILE]),
         _dictionary("text", TEXT),
@@ -166,6 +170,20 @@ def config(seeded: Seeded) -> str:
         f'"path.assistant_id" = {_bind("assistant", 0.8)}',
         f'"path.article_id" = {_bind("article", 0.8)}',
         f'"path.key" = {_bind("memory_key", 0.8)}',
+        "",
+        # a path naming a thread and its run or checkpoint: that thread's own, most of the time
+        "[[operations]]",
+        f"include-path-regex = {_toml('^/threads/[^/]+/runs/')}",
+        "parameters = { "
+        f'"path.session_id" = {_bind("native_session", 0.8)}, '
+        f'"path.run_id" = {_bind("native_run", 0.8)} }}',
+        "",
+        "[[operations]]",
+        f"include-path-regex = {_toml('^/lg/threads/[^/]+/(runs|state)/')}",
+        "parameters = { "
+        f'"path.thread_id" = {_bind("lg_thread", 0.8)}, '
+        f'"path.run_id" = {_bind("lg_run", 0.8)}, '
+        f'"path.checkpoint_id" = {_bind("lg_checkpoint", 0.8)} }}',
         "",
         "[[operations]]",
         f"include-path-regex = {_toml('^/lg/threads/')}",

@@ -25,6 +25,10 @@ class Seeded:
     staff_threads: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     checkpoints: list[str] = field(default_factory=list)
+    # one thread's own, for the paths that name a thread and its run or checkpoint
+    native_runs: list[str] = field(default_factory=list)
+    lg_runs: list[str] = field(default_factory=list)
+    lg_checkpoints: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     store_namespaces: list[str] = field(default_factory=list)
     store_keys: list[str] = field(default_factory=list)
@@ -50,7 +54,8 @@ def _native_thread(http: httpx.Client, session: str, into: Seeded) -> None:
     state = _ok(http.get(f"/threads/{session}/state"))
     into.messages += [m["id"] for m in state["messages"] if m.get("id")]
     runs = _ok(http.get(f"/threads/{session}/runs"))
-    into.runs += [r["run_id"] for r in runs["items"]]
+    into.native_runs += [r["run_id"] for r in runs["items"]]
+    into.runs += into.native_runs
     into.sessions.append(session)
 
 
@@ -67,9 +72,13 @@ def _lg_thread(http: httpx.Client, into: Seeded) -> None:
     thread_id = thread["thread_id"]
     run = {"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hi"}]}}
     _ok(http.post(f"/lg/threads/{thread_id}/runs/wait", json=run))
-    into.runs += [r["run_id"] for r in _ok(http.get(f"/lg/threads/{thread_id}/runs"))]
+    into.lg_runs += [r["run_id"] for r in _ok(http.get(f"/lg/threads/{thread_id}/runs"))]
+    into.runs += into.lg_runs
     history = _ok(http.get(f"/lg/threads/{thread_id}/history"))
-    into.checkpoints += [s["checkpoint"]["checkpoint_id"] for s in history if s.get("checkpoint")]
+    into.lg_checkpoints += [
+        h["checkpoint"]["checkpoint_id"] for h in history if h.get("checkpoint")
+    ]
+    into.checkpoints += into.lg_checkpoints
     into.lg_threads.append(thread_id)
     into.sessions.append(thread_id)  # the same conversation under the native API
 

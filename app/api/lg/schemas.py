@@ -7,9 +7,9 @@ SDK may send more.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.api.clientjson import MAX_ITEMS, ClientJson, ClientObject
 from app.api.lg import contract
@@ -17,6 +17,15 @@ from app.api.lg.store_filter import StoreFilter
 from app.api.schemas import Line
 
 StreamModeName = str
+
+
+def _whole(value: Any) -> Any:
+    # JSON Schema's integer holds 2.0; strict mode alone would refuse it
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+"""An integer in strict mode: `2` and `2.0`, never `false` or `"2"`."""
 
 
 class _Body(BaseModel):
@@ -64,8 +73,8 @@ class ThreadSearch(_Body):
     values: ClientObject | None = None
     ids: list[Line] | None = Field(default=None, max_length=1000)
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=100_000)
+    limit: WholeNumber = Field(default=10, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0, le=100_000)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[str] | None = None
@@ -75,7 +84,7 @@ class ThreadSearch(_Body):
 class HistoryQuery(_Body):
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.history_query)
 
-    limit: int = Field(default=10, ge=1, le=200)
+    limit: WholeNumber = Field(default=10, ge=1, le=200)
     before: CheckpointRef | Line | None = None
     metadata: ClientObject | None = None
     checkpoint: CheckpointRef | None = None
@@ -91,8 +100,8 @@ class AssistantSearch(_Body):
     graph_id: str | None = None
     name: str | None = None
     metadata: ClientObject | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    limit: WholeNumber = Field(default=10, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0)
 
 
 class CommandIn(_Body):
@@ -147,7 +156,7 @@ class StorePut(_Body):
     namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
     key: str = Field(min_length=1, max_length=MAX_KEY)
     value: ClientObject
-    index: Literal[False] | list[str] | None = None
+    index: bool | list[str] | None = None
     ttl: float | None = None
 
 
@@ -161,8 +170,8 @@ class StoreSearch(_Body):
 
     namespace_prefix: Namespace = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
     filter: StoreFilter | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=10_000)
+    limit: WholeNumber = Field(default=10, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0, le=10_000)
     query: str | None = None
     refresh_ttl: bool | None = None
 
@@ -170,6 +179,6 @@ class StoreSearch(_Body):
 class StoreNamespaces(_Body):
     prefix: Namespace | None = Field(default=None, max_length=MAX_NAMESPACE_DEPTH)
     suffix: Namespace | None = Field(default=None, max_length=MAX_NAMESPACE_DEPTH)
-    max_depth: int | None = Field(default=None, ge=1)
-    limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=10_000)
+    max_depth: Annotated[int, Field(ge=1), BeforeValidator(_whole)] | None = None
+    limit: WholeNumber = Field(default=100, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0, le=10_000)
