@@ -41,6 +41,8 @@ TEXT = ["where is my order?", "refunds", *HOSTILE]
 # role (app/identity.py): staff is the widest.
 GUEST = "guest-fuzz"
 STAFF = "staff-fuzz"
+# The user the document's examples name (app/api/openapi_text.py).
+EXAMPLE_USER = "james_evans_5777"
 # Operations that run the (demo) model: a few examples each are enough.
 MODEL_ROUTES = r"/(messages|resume|runs|runs/stream|runs/wait)$"
 STREAM_ROUTES = r"/(events|stream)$"
@@ -208,20 +210,51 @@ def config(seeded: Seeded) -> str:
     return "\n".join(lines)
 
 
+def _first(values: list[str]) -> str | None:
+    return values[0] if values else None
+
+
+def seeded_examples(document: dict[str, Any], seeded: Seeded, user_id: str) -> dict[str, Any]:
+    """The document with the role's own ids as its path examples, so the examples phase
+    (and what schemathesis derives from examples) starts on data that exists; the body
+    examples name the role's user where they name the documented one."""
+    lg = {
+        "thread_id": _first(seeded.lg_threads),
+        "run_id": _first(seeded.lg_runs),
+        "checkpoint_id": _first(seeded.lg_checkpoints),
+    }
+    native = {"session_id": _first(seeded.sessions), "run_id": _first(seeded.native_runs)}
+    staff = {"thread_id": _first(seeded.staff_threads)}
+    common = {"key": _first(seeded.memory_keys), "article_id": _first(seeded.articles)}
+    for path, operations in document["paths"].items():
+        mine = lg if path.startswith("/lg/") else staff if path.startswith("/staff/") else native
+        for operation in operations.values():
+            for param in operation.get("parameters", []):
+                value = {**common, **mine}.get(param["name"]) if param["in"] == "path" else None
+                if value is not None:
+                    param["example"] = value
+    text = json.dumps(document).replace(EXAMPLE_USER, user_id)
+    return dict(json.loads(text))
+
+
 def run_role(
-    settings: Settings, url: str, role: str, bearer: str, seeded: Seeded
+    settings: Settings, url: str, role: str, user_id: str, bearer: str, seeded: Seeded
 ) -> dict[str, Any]:
     """One schemathesis run; its JSON report, and its text output in the out dir."""
     work = settings.out / role
     work.mkdir(parents=True, exist_ok=True)
     (work / "schemathesis.toml").write_text(config(seeded))
+    document = httpx.get(f"{url}/openapi.json", timeout=30).json()
+    (work / "openapi.json").write_text(json.dumps(seeded_examples(document, seeded, user_id)))
     report = work / "report.json"
     command = [
         SCHEMATHESIS,
         "--config-file",
         str(work / "schemathesis.toml"),
         "run",
-        f"{url}/openapi.json",
+        str(work / "openapi.json"),
+        "--url",
+        url,
         "--header",
         f"Authorization: Bearer {bearer}",
         "--checks",
@@ -302,7 +335,7 @@ def main() -> int:
         seeded["staff"] = seed_staff(url, tokens["staff"])
         for role in settings.roles:
             print(f"fuzz: {role} ...", flush=True)
-            results[role] = run_role(settings, url, role, tokens[role], seeded[role])
+            results[role] = run_role(settings, url, role, users[role], tokens[role], seeded[role])
     finally:
         service.terminate()
         service.wait(timeout=30)
