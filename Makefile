@@ -111,6 +111,14 @@ chaos: $(STAMP) scale-deps
 chaos-selftest: $(STAMP) scale-deps
 	$(PY) -m tests.chaos.selftest
 
+# Schemathesis against a service it starts (tests/fuzz/, docs/fuzzing.md): every phase and
+# check, once as a customer, a guest and staff, on seeded threads, runs and store items;
+# exit 1 on any server error or conformance failure. FUZZ_EXAMPLES per operation (20);
+# FUZZ_BUDGET=600 repeats each role's phases for ten minutes.
+.PHONY: fuzz
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz
+
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 

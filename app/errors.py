@@ -160,6 +160,12 @@ def _empty_body(receive: Receive) -> Receive:
     return receive_again
 
 
+# Field errors that are their own typed code rather than `validation_error` (the type a
+# validator raises as a PydanticCustomError): a client can tell them apart.
+CLIENT_JSON_INVALID = "client_json_invalid"  # app/api/clientjson.py
+STORE_FILTER_INVALID = "store_filter_invalid"  # app/api/lg/store_filter.py
+TYPED_FIELD_ERRORS = frozenset({CLIENT_JSON_INVALID, STORE_FILTER_INVALID})
+
 STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",
@@ -189,11 +195,14 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
-        for err in exc.errors()[:10]:
+        errors = exc.errors()
+        typed = [e["type"] for e in errors if e.get("type") in TYPED_FIELD_ERRORS]
+        for err in errors[:10]:
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
             problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg"))
         message = "; ".join(str(p) for p in problems) or "invalid request"
-        return JSONResponse(error_body("validation_error", message), status_code=422)
+        code = typed[0] if typed else "validation_error"
+        return JSONResponse(error_body(code, message), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -11,8 +11,9 @@ from fastapi.staticfiles import StaticFiles
 from langchain_core.language_models import BaseChatModel
 
 from app import tracing
-from app.api import lg
+from app.api import lg, openapi
 from app.api.middleware import BodyLimit, PageHeaders, RequestId, page_headers
+from app.api.route_methods import PageMount, RouteMethods
 from app.api.routes import (
     actions,
     analytics,
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
     app.include_router(policy_router)  # issue 42
     app.include_router(lg.router)  # the LangGraph Platform API, under /lg
     app.include_router(channel_routes.router)  # Chatwoot and email (docs/channels.md)
+    openapi.install(app)
     if (STATIC_DIR / "console.html").exists():
         app.add_api_route("/console", _console_page, include_in_schema=False)
     if (STATIC_DIR / "console-analytics.html").exists():
@@ -72,13 +74,14 @@ def create_app(settings: Settings | None = None, *, model: BaseChatModel | None 
         app.add_api_route("/console/policies", _policies_page, include_in_schema=False)
     if (STATIC_DIR / "index.html").exists():
         page = PageHeaders(StaticFiles(directory=STATIC_DIR, html=True), CHAT_PAGE_CSP)
-        app.mount("/", page, name="static")
+        app.router.routes.append(PageMount(page, STATIC_DIR))
+    app.add_middleware(RouteMethods)
     app.add_middleware(BodyLimit)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "DELETE"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],  # /lg uses PUT, PATCH
             allow_headers=CORS_HEADERS,
             expose_headers=["Location", "Content-Location"],
             max_age=600,

@@ -6,7 +6,17 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from app.identity import USER_ID_RE
 
@@ -29,14 +39,41 @@ def _no_control_in_line(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_no_control_in_text)]
+class _Pattern:
+    """States a validator's rule as a `pattern` in the JSON schema (OpenAPI), so clients and
+    fuzzers know it; the validator's own message stays the one a client gets."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+
+    def __get_pydantic_json_schema__(
+        self, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core)
+        schema["pattern"] = self.pattern
+        return schema
+
+
+TEXT_PATTERN = "^[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]*$"
+LINE_PATTERN = "^[^\\u0000-\\u001f\\u007f]*$"
+Text = Annotated[str, AfterValidator(_no_control_in_text), _Pattern(TEXT_PATTERN)]
 """Free text (a message, a search): tabs and line breaks, no other control character."""
-Line = Annotated[str, AfterValidator(_no_control_in_line)]
+Line = Annotated[str, AfterValidator(_no_control_in_line), _Pattern(LINE_PATTERN)]
 """An id, a cursor: no control character at all."""
 
 
+# Text with one character that is neither white space nor control: what `_not_blank` keeps.
+NOT_BLANK_PATTERN = (
+    "^[^\\S\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]*"
+    "[^\\s\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]"
+    "[^\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f]*$"
+)
+
+
 class MessageIn(BaseModel):
-    content: Text = Field(min_length=1, max_length=8000)
+    content: Text = Field(
+        min_length=1, max_length=8000, json_schema_extra={"pattern": NOT_BLANK_PATTERN}
+    )
     client_message_id: str | None = Field(
         default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$"
     )
@@ -53,7 +90,28 @@ class ResumeIn(BaseModel):
     decision: Literal["approve", "reject"]
 
 
+def _one_of_the_two(schema: dict[str, Any]) -> None:
+    """RewindIn's schema as two whole alternatives (a `oneOf` beside `properties` is
+    read loosely by some generators)."""
+    props = schema.pop("properties")
+    schema.pop("type", None)
+    schema["oneOf"] = [
+        {
+            "type": "object",
+            "required": [given],
+            "properties": {given: props[given]["anyOf"][0], other: {"type": "null"}},
+        }
+        for given, other in (("checkpoint_id", "message_id"), ("message_id", "checkpoint_id"))
+    ]
+
+
 class RewindIn(BaseModel):
+    """Exactly one of the two: `checkpoint_id` rewinds to that checkpoint (as
+    GET /threads/{session_id}/history lists them); `message_id` rewinds to just before that
+    message (as the state's `messages` carry ids), so the message and all after it go."""
+
+    model_config = ConfigDict(json_schema_extra=_one_of_the_two)
+
     checkpoint_id: Line | None = Field(default=None, min_length=1, max_length=64)
     message_id: Line | None = Field(default=None, min_length=1, max_length=128)
 
@@ -65,6 +123,32 @@ class RewindIn(BaseModel):
 
 
 class DemoLoginIn(BaseModel):
+    """A guest gets a new id of their own (any `user_id` is ignored); staff are `staff-...`
+    (`staff-demo` when none is given); a customer names a customer id, which is neither
+    `guest-...` nor `staff-...`."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"role": {"const": "guest"}}, "required": ["role"]},
+                {
+                    "properties": {
+                        "role": {"const": "staff"},
+                        "user_id": {"type": ["string", "null"], "pattern": "^staff-"},
+                    },
+                    "required": ["role"],
+                },
+                {
+                    "properties": {
+                        "role": {"const": "customer"},
+                        "user_id": {"type": "string", "not": {"pattern": "^(guest|staff)-"}},
+                    },
+                    "required": ["user_id"],
+                },
+            ]
+        }
+    )
+
     user_id: str | None = Field(default=None, pattern=USER_ID_RE.pattern)
     # never "admin": the demo sign-in does not mint admins (`cs-agent token --role admin`)
     role: Literal["customer", "guest", "staff"] = "customer"
@@ -169,5 +253,17 @@ class PreferenceOut(BaseModel):
     updated_at: str
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable `code` to branch on, a sentence for people, and for some
+    codes more fields (`retry_after_s`, `lease_ttl_s`, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+
+
 class ErrorBody(BaseModel):
-    error: dict[str, str]
+    """Every error the service answers, whatever its status."""
+
+    error: ErrorDetail

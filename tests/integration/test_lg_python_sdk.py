@@ -11,7 +11,12 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import (
+    APIStatusError,
+    ConflictError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 from psycopg_pool import AsyncConnectionPool
 
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
@@ -291,8 +296,10 @@ class TestRefusals:
         self, noah: LangGraphClient
     ) -> None:
         thread_id = (await noah.threads.create())["thread_id"]
-        with pytest.raises(UnprocessableEntityError):
+        with pytest.raises(APIStatusError) as refused:  # 405: the method is not the state's
             await noah.threads.update_state(thread_id, {"messages": []})
+        assert refused.value.status_code == 405
+        assert refused.value.body["error"]["code"] == "state_update_unsupported"  # type: ignore[index]
         with pytest.raises(UnprocessableEntityError):
             await noah.runs.create(None, "agent", input={"messages": [{"content": "hi"}]})
 

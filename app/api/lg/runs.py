@@ -440,7 +440,9 @@ async def cancel_run(
     run_id: RunIdPath,
     services: ServicesDep,
     wait: bool = False,
-    action: str = "interrupt",
+    action: Annotated[
+        str, Query(json_schema_extra={"not": {"const": "rollback"}}, max_length=64)
+    ] = "interrupt",
 ) -> Response:
     if action == "rollback":
         refuse(

@@ -7,64 +7,86 @@ SDK may send more.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from app.api.clientjson import MAX_ITEMS, ClientJson, ClientObject
+from app.api.lg import contract
+from app.api.lg.store_filter import StoreFilter
 from app.api.schemas import Line
 
 StreamModeName = str
 
 
+def _whole(value: Any) -> Any:
+    # JSON Schema's integer holds 2.0; strict mode alone would refuse it
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+"""An integer in strict mode: `2` and `2.0`, never `false` or `"2"`."""
+
+
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: `0` is not `false` nor `false` an offset, as the document says (the SDKs
+    # send JSON types)
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class CheckpointRef(_Body):
     checkpoint_id: Line | None = Field(default=None, max_length=64)
     checkpoint_ns: str | None = None
     thread_id: str | None = None
-    checkpoint_map: dict[str, Any] | None = None
+    checkpoint_map: ClientObject | None = None
 
 
 class ThreadCreate(_Body):
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.thread_create)
+
     thread_id: Line | None = Field(default=None, max_length=64)
-    metadata: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
-    supersteps: list[Any] | None = None
-    ttl: Any = None
+    supersteps: list[ClientJson] | None = Field(default=None, max_length=MAX_ITEMS)
+    ttl: ClientJson = None
 
 
 class ThreadUpdate(_Body):
     """PATCH /threads/{id}: metadata to merge into the thread's."""
 
-    metadata: dict[str, Any] | None = None
-    ttl: Any = None
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.ttl_none)
+
+    metadata: ClientObject | None = None
+    ttl: ClientJson = None
 
 
 class ThreadCount(_Body):
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
+    values: ClientObject | None = None
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
 class ThreadSearch(_Body):
-    metadata: dict[str, Any] | None = None
-    values: dict[str, Any] | None = None
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.thread_search)
+
+    metadata: ClientObject | None = None
+    values: ClientObject | None = None
     ids: list[Line] | None = Field(default=None, max_length=1000)
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=100_000)
+    limit: WholeNumber = Field(default=10, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0, le=100_000)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: list[str] | None = None
-    extract: dict[str, Any] | None = None
+    extract: ClientObject | None = None
 
 
 class HistoryQuery(_Body):
-    limit: int = Field(default=10, ge=1, le=200)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.history_query)
+
+    limit: WholeNumber = Field(default=10, ge=1, le=200)
     before: CheckpointRef | Line | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: ClientObject | None = None
     checkpoint: CheckpointRef | None = None
     select: list[str] | None = None
 
@@ -77,22 +99,26 @@ class StateAtCheckpoint(_Body):
 class AssistantSearch(_Body):
     graph_id: str | None = None
     name: str | None = None
-    metadata: dict[str, Any] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    metadata: ClientObject | None = None
+    limit: WholeNumber = Field(default=10, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0)
 
 
 class CommandIn(_Body):
-    resume: Any = None
-    update: Any = None
-    goto: Any = None
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.command)
+
+    resume: ClientJson = None
+    update: ClientJson = None
+    goto: ClientJson = None
 
 
 class RunCreate(_Body):
     """POST /threads/{id}/runs[/stream|/wait]."""
 
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.run_create)
+
     assistant_id: str = Field(min_length=1, max_length=128)
-    input: Any = None
+    input: ClientJson = None
     command: CommandIn | None = None
     checkpoint: CheckpointRef | None = None
     checkpoint_id: Line | None = Field(default=None, max_length=64)
@@ -103,18 +129,18 @@ class RunCreate(_Body):
     multitask_strategy: str | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    interrupt_before: Any = None
-    interrupt_after: Any = None
+    config: ClientObject | None = None
+    context: ClientObject | None = None
+    metadata: ClientObject | None = None
+    interrupt_before: ClientJson = None
+    interrupt_after: ClientJson = None
     webhook: str | None = None
     after_seconds: float | None = None
     durability: str | None = None
     checkpoint_during: bool | None = None
     feedback_keys: list[str] | None = None
     strict_resume: bool | None = None
-    langsmith_tracer: Any = None
+    langsmith_tracer: ClientJson = None
 
 
 # -- the store (app/api/lg/store.py) --------------------------------------------------------
@@ -125,10 +151,12 @@ Namespace = list[str]
 
 
 class StorePut(_Body):
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.store_put)
+
     namespace: Namespace = Field(max_length=MAX_NAMESPACE_DEPTH)
     key: str = Field(min_length=1, max_length=MAX_KEY)
-    value: dict[str, Any]
-    index: Literal[False] | list[str] | None = None
+    value: ClientObject
+    index: bool | list[str] | None = None
     ttl: float | None = None
 
 
@@ -138,10 +166,12 @@ class StoreDelete(_Body):
 
 
 class StoreSearch(_Body):
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=contract.store_search)
+
     namespace_prefix: Namespace = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
-    filter: dict[str, Any] | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=10_000)
+    filter: StoreFilter | None = None
+    limit: WholeNumber = Field(default=10, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0, le=10_000)
     query: str | None = None
     refresh_ttl: bool | None = None
 
@@ -149,6 +179,6 @@ class StoreSearch(_Body):
 class StoreNamespaces(_Body):
     prefix: Namespace | None = Field(default=None, max_length=MAX_NAMESPACE_DEPTH)
     suffix: Namespace | None = Field(default=None, max_length=MAX_NAMESPACE_DEPTH)
-    max_depth: int | None = Field(default=None, ge=1)
-    limit: int = Field(default=100, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=10_000)
+    max_depth: Annotated[int, Field(ge=1), BeforeValidator(_whole)] | None = None
+    limit: WholeNumber = Field(default=100, ge=1, le=1000)
+    offset: WholeNumber = Field(default=0, ge=0, le=10_000)

@@ -31,7 +31,7 @@ from app.api.lg.views import (
 from app.api.routes.common import require_json
 from app.api.schemas import Line
 from app.db.erase import forget_thread
-from app.errors import Conflict, NotFound, thread_not_found
+from app.errors import AppError, Conflict, NotFound, thread_not_found
 from app.identity import Principal
 from app.runs.threads import SESSION_ID_RE
 from app.runs.threads import thread_id as checkpointer_thread_id
@@ -230,13 +230,18 @@ async def post_state_at(
     return await state_view(services, thread, body.checkpoint.checkpoint_id)
 
 
-@router.post("/threads/{thread_id}/state", dependencies=[Depends(require_json)])
+# Not in the document: state is written only by runs, so this method is not one the
+# resource has (405, with the reason, for the SDKs' update_state).
+@router.post("/threads/{thread_id}/state", include_in_schema=False)
 async def update_state(thread: ExistingThread) -> None:
-    refuse(
+    refused = AppError(
         "the state is written only by runs: send a message, resume a confirmation, or "
         "fork from a checkpoint with a run's `checkpoint`",
-        "state_update_unsupported",
+        code="state_update_unsupported",
+        status_code=405,
     )
+    refused.headers = {"Allow": "GET"}
+    raise refused
 
 
 async def _history(

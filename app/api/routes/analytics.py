@@ -4,18 +4,19 @@ with their outcome and flags, each opening as `/staff/threads/{thread_id}`. Anyo
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import BeforeValidator
 
 from app.analytics.report import conversations, summary
+from app.api.cursors import StaffCursor, cursor_of
 from app.api.deps import ServicesDep
 from app.api.routes.common import JSON_ERRORS
 from app.api.routes.staff import Staff
-from app.api.routes.staff import _after as position_of  # the queue's cursor, same shape
-from app.api.routes.staff import _cursor as cursor_of
-from app.errors import AppError
+from app.api.routes.staff import _after as position_after  # the queue's cursor, same shape
 
 router = APIRouter(tags=["analytics"], responses=JSON_ERRORS)
 
@@ -34,33 +35,43 @@ FlagCode = Literal[
 Result = Literal["resolved", "handed_off", "abandoned", "failed"]
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+# RFC 3339, as the document's `format: date-time` says: a number (`to=0.5`, which pydantic
+# reads as seconds since the epoch) or a date-time without an offset is refused.
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def _rfc3339(value: object) -> object:
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-11-01T00:00:00Z")
+    return value
+
+
+Instant = Annotated[datetime, BeforeValidator(_rfc3339)]
 
 
 @router.get("/staff/analytics/summary", summary="Conversations by result, rates and cost")
 async def analytics_summary(
     staff: Staff,
     services: ServicesDep,
-    start: Annotated[datetime | None, Query(alias="from")] = None,
-    end: Annotated[datetime | None, Query(alias="to")] = None,
+    start: Annotated[Instant | None, Query(alias="from")] = None,
+    end: Annotated[Instant | None, Query(alias="to")] = None,
     group: Literal["day", "week"] = "day",
     policy_version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     by: Literal["policy_version"] | None = None,
 ) -> dict[str, Any]:
     """Conversations that started in [from, to) (default: the last 30 days), by UTC day or
-    ISO week. Rates are fractions of all of the period's conversations. A conversation is
-    counted once its outcome is computed: after `idle_min` quiet minutes (a handed-off one
-    at once), by a sweep every `sweep_every_s` seconds (0: only `outcomes refresh`)."""
-    end = _aware(end) if end else datetime.now(UTC)
-    start = _aware(start) if start else end - DEFAULT_RANGE
-    if start >= end:
-        raise AppError("`from` must be before `to`", code="bad_range")
+    ISO week. Rates are fractions of all of the period's conversations. `from` and `to`
+    are RFC 3339 date-times with an offset (`2026-11-01T00:00:00Z`); a period whose `from`
+    is not before its `to` holds no conversations. A conversation is counted once its
+    outcome is computed: after `idle_min` quiet minutes (a handed-off one at once), by a
+    sweep every `sweep_every_s` seconds (0: only `outcomes refresh`)."""
+    end = end or datetime.now(UTC)
+    start = start or end - DEFAULT_RANGE
     settings = services.settings
     counted = await summary(
         services.pool,
         start,
-        end,
+        max(start, end),
         group,
         policy_version=policy_version,
         by_version=by == "policy_version",
@@ -80,25 +91,23 @@ async def analytics_conversations(
     flagged: bool | None = None,
     result: Result | None = None,
     max_score: Annotated[int | None, Query(ge=1, le=5)] = None,
-    cursor: str | None = None,
+    cursor: StaffCursor = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    start: Annotated[datetime | None, Query(alias="from")] = None,
-    end: Annotated[datetime | None, Query(alias="to")] = None,
+    start: Annotated[Instant | None, Query(alias="from")] = None,
+    end: Annotated[Instant | None, Query(alias="to")] = None,
     policy_version: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> dict[str, Any]:
     """Newest ended first; each item's transcript is `/staff/threads/{thread_id}`.
-    `flagged=true` keeps those with any flag, `false` those with none. `from`/`to` keep
-    the conversations that started in [from, to), the range the summary counts."""
-    start, end = (_aware(start) if start else None), (_aware(end) if end else None)
-    if start is not None and end is not None and start >= end:
-        raise AppError("`from` must be before `to`", code="bad_range")
+    `flagged=true` keeps those with any flag, `false` those with none. `from`/`to` (RFC
+    3339 with an offset) keep the conversations that started in [from, to), the range the
+    summary counts; a `from` not before `to` keeps none."""
     items, last = await conversations(
         services.pool,
         flag=flag,
         flagged=flagged,
         result=result,
         max_score=max_score,
-        after=position_of(cursor),
+        after=position_after(cursor),
         limit=limit,
         start=start,
         end=end,

@@ -4,8 +4,6 @@ for a missing thread; the thread's own stream (`/events`) serves the customer to
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -16,8 +14,10 @@ from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
 from app.api.auth import bearer_token
+from app.api.cursors import StaffCursor, cursor_of, position_of
 from app.api.deps import CurrentUser, ServicesDep, ThreadId, signed_in
 from app.api.routes.common import JSON_ERRORS, require_json
+from app.api.schemas import Line, Text
 from app.api.sse import NO_BUFFERING
 from app.channels.relay import relay_staff_message
 from app.errors import AppError, thread_not_found
@@ -66,27 +66,16 @@ class ControlIn(BaseModel):
     action: Literal["accept", "take_over", "transfer", "release"]
     version: int = Field(ge=0)
     to: str | None = Field(default=None, pattern=r"^staff-[A-Za-z0-9_.@-]{1,122}$")
-    note: str | None = Field(default=None, max_length=4000)
+    note: Text | None = Field(default=None, max_length=4000)
 
 
 class StaffMessageIn(BaseModel):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    client_message_id: str | None = Field(default=None, max_length=128)
-
-
-def _cursor(since: datetime, thread: str) -> str:
-    raw = json.dumps([since.isoformat(), thread]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    content: Text = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    client_message_id: Line | None = Field(default=None, max_length=128)
 
 
 def _after(cursor: str | None) -> tuple[datetime, str] | None:
-    if not cursor:
-        return None
-    try:
-        stamp, thread = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(stamp), str(thread)
-    except (ValueError, TypeError, binascii.Error):
-        raise AppError("the cursor is not one this service gave out", code="bad_cursor") from None
+    return position_of(cursor) if cursor else None
 
 
 @router.get("/staff/threads", summary="Threads waiting for a person or held by one")
@@ -95,7 +84,7 @@ async def queue(
     services: ServicesDep,
     control: Literal["queued", "mine", "human", "all"] = "queued",
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
-    cursor: str | None = None,
+    cursor: StaffCursor = None,
 ) -> dict[str, Any]:
     rows = await services.controls.queue(control, staff, limit, _after(cursor))
     now = datetime.now().astimezone()
@@ -122,7 +111,7 @@ async def queue(
     last = rows[-1] if len(rows) == limit else None
     return {
         "items": items,
-        "next_cursor": _cursor(last["control_since"], last["thread_id"]) if last else None,
+        "next_cursor": cursor_of(last["control_since"], last["thread_id"]) if last else None,
     }
 
 
@@ -208,7 +197,11 @@ def _events_response(services: Any, thread: str, last_event_id: str | None) -> E
     return EventSourceResponse(events, ping=ping, headers=NO_BUFFERING)
 
 
-@router.get("/staff/threads/{thread_id}/events", summary="The thread's stream, for the console")
+@router.get(
+    "/staff/threads/{thread_id}/events",
+    summary="The thread's stream, for the console",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
 async def staff_events(
     thread_id: FullThreadId,
     staff: Staff,
@@ -220,7 +213,11 @@ async def staff_events(
     return _events_response(services, thread, last_event_id)
 
 
-@router.get("/threads/{session_id}/events", summary="The thread's stream, for the customer")
+@router.get(
+    "/threads/{session_id}/events",
+    summary="The thread's stream, for the customer",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
 async def customer_events(
     thread: ThreadId,
     user: CurrentUser,

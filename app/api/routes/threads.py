@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import uuid
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from app.api.cursors import ThreadsCursor, cursor_of, position_of
 from app.api.deps import CurrentUser, ServicesDep, ThreadId, limit_thread_creation
 from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.schemas import (
@@ -23,27 +20,10 @@ from app.api.schemas import (
     ThreadState,
 )
 from app.db.erase import forget_thread
-from app.errors import AppError
 from app.policies.store import thread_policy
-from app.runs.threads import SESSION_ID_RE, thread_id
+from app.runs.threads import thread_id
 
 router = APIRouter(tags=["threads"], responses=JSON_ERRORS)
-
-
-def _encode_cursor(updated_at: datetime, session_id: str) -> str:
-    raw = json.dumps([updated_at.isoformat(), session_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        stamp, session = json.loads(base64.urlsafe_b64decode(padded))
-        if not isinstance(session, str) or not SESSION_ID_RE.fullmatch(session):
-            raise ValueError("not a session id")
-        return datetime.fromisoformat(stamp), session
-    except (ValueError, TypeError, binascii.Error):
-        raise AppError("cursor is not valid", code="invalid_cursor", status_code=422) from None
 
 
 @router.post(
@@ -65,9 +45,9 @@ async def list_threads(
     user: CurrentUser,
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[Line | None, Query(max_length=512)] = None,
+    cursor: ThreadsCursor = None,
 ) -> dict[str, Any]:
-    after = _decode_cursor(cursor) if cursor else None
+    after = position_of(cursor) if cursor else None
     rows = await services.repo.list_threads(user.user_id, limit + 1, after)
     items = [
         ThreadItem(
@@ -80,7 +60,7 @@ async def list_threads(
         for r in rows[:limit]
     ]
     next_cursor = (
-        _encode_cursor(rows[limit - 1]["updated_at"], rows[limit - 1]["session_id"])
+        cursor_of(rows[limit - 1]["updated_at"], rows[limit - 1]["session_id"])
         if len(rows) > limit
         else None
     )

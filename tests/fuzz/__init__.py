@@ -1,0 +1,1 @@
+"""`make fuzz`: schemathesis against a service it starts (tests/fuzz/run.py)."""
