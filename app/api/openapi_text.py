@@ -207,6 +207,62 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         "Follow a run's stream (LangGraph Platform API)",
         "Replays after `Last-Event-ID`, then tails the run.",
     ),
+    "GET /tool-labels": (
+        "What the page says while each tool runs",
+        "The labels of the built-in tools and of the actions file's remote tools (the "
+        "file's `label`, else the tool's title), as the chat page shows them.",
+    ),
+    "GET /staff/policies": (
+        "Policy versions",
+        "Every version with its state (draft, live, candidate with its percent, retired), "
+        "who made it and when, its note and its latest test. Staff and admins.",
+    ),
+    "POST /staff/policies": (
+        "Create a draft policy version",
+        "Admins only (403 `admin_only` for other staff). The new draft's `version`: its "
+        "instructions and procedures never change after this; publish moves its state.",
+    ),
+    "GET /staff/policies/{version}": (
+        "One policy version",
+        "Its instructions, procedures, note, state and history of state changes.",
+    ),
+    "POST /staff/policies/rollback": (
+        "Roll back",
+        "Admins only. The candidate is retired; with no candidate, the previous live version "
+        "becomes live again. Threads on a retired version move to live at their next turn.",
+    ),
+    "POST /staff/policies/{version}/tests": (
+        "Test a version against live",
+        "Admins only. Runs the task file's tasks through the service against live and "
+        "against this version and compares them as `eval compare` does. 202 with the "
+        "test's id; follow it with GET .../tests/{test_id}.",
+    ),
+    "GET /staff/policies/{version}/tests/{test_id}": (
+        "A policy test's status and comparison",
+        "`running`, `passed`, `regressed` or `failed`, with the comparison (compare.md).",
+    ),
+    "POST /staff/policies/{version}/publish": (
+        "Publish a version to a share of new conversations",
+        "Admins only. `percent` 100 makes it live; fewer makes it the candidate for that "
+        "share of new threads. 409 `gate_not_passed` when its latest test regressed or it "
+        "was never tested, unless `force` with a `reason` (recorded with who forced it).",
+    ),
+    "POST /channels/chatwoot/webhook": (
+        "Chatwoot agent bot events",
+        "Verified by `X-Chatwoot-Signature` (HMAC-SHA256 of `{timestamp}.{body}` with "
+        "CHATWOOT_WEBHOOK_SECRET; 401 when wrong or older than 5 minutes). The message is "
+        "stored before the 200; the turn runs in the background on any replica.",
+    ),
+    "POST /channels/email/inbound": (
+        "An inbound email (raw RFC 822)",
+        "`Authorization: Bearer EMAIL_INBOUND_SECRET` (401 otherwise), `Content-Type: "
+        "message/rfc822` (415 otherwise). 202 once stored, also for one it will not answer.",
+    ),
+    "POST /channels/email/postmark": (
+        "An inbound email (Postmark's JSON)",
+        "Postmark's inbound webhook body, authenticated with EMAIL_INBOUND_SECRET (Bearer or "
+        "Basic password). 202 once stored.",
+    ),
 }
 
 # Parameter examples, by parameter name (and `in`), for parameters that have none.
@@ -226,6 +282,8 @@ PARAMETERS: dict[tuple[str, str], Any] = {
     ("query", "from"): "2026-11-01T00:00:00Z",
     ("query", "to"): "2026-12-01T00:00:00Z",
     ("query", "group"): "week",
+    ("path", "version"): 2,
+    ("path", "test_id"): "pt-5f0c2a9e",
 }
 THREAD_IDS = {"/lg/": LG_THREAD, "/staff/": f"james_evans_5777:{SESSION}"}
 
@@ -260,6 +318,20 @@ BODIES: dict[str, Any] = {
         "filter": {"text": {"$ne": ""}},
     },
     "StoreNamespaces": {"prefix": ["users", "james_evans_5777"], "limit": 10},
+    "PolicyIn": {
+        "instructions": "You are the customer-service agent of an online shop. ...",
+        "procedures": [
+            {
+                "name": "damaged parcel",
+                "when": "the customer says an item arrived damaged",
+                "steps": "Ask for a photo, then offer a return to the original payment.",
+            }
+        ],
+        "note": "damaged parcels: photo first",
+        "parent": 1,
+    },
+    "TestIn": {"tasks": [{"id": "cancel-pending", "customer_lines": ["cancel #W2611340"]}]},
+    "PublishIn": {"percent": 10},
 }
 
 # Response examples for the operations that take nothing to show an example of.
@@ -276,4 +348,12 @@ RESPONSES: dict[str, Any] = {
     ],
     "GET /me/memory": [{"key": "refund_preference", "value": "store credit"}],
     "GET /lg/info": {"version": "0.1.0", "flags": {"assistants": True, "crons": False}},
+    "GET /tool-labels": {"get_order_details": {"label": "Looking up {order} …"}},
+    "GET /staff/policies": {
+        "items": [{"version": 1, "state": "live", "percent": None, "note": "as shipped"}]
+    },
+    "POST /staff/policies/rollback": {"live": 1, "retired": [2]},
+    "POST /channels/chatwoot/webhook": {"status": "accepted"},
+    "POST /channels/email/inbound": {"status": "stored"},
+    "POST /channels/email/postmark": {"status": "stored"},
 }
