@@ -178,3 +178,20 @@ class TestQuietEmbeddedPostgres:
         assert ran.returncode == 0, ran.stderr
         said = ran.stdout + ran.stderr
         assert "XDG_RUNTIME_DIR" not in said and "Running commandline" not in said, said
+
+
+class TestPythonSdkExample:
+    def test_the_docs_python_example_runs_as_written(self, served: Served) -> None:
+        docs = (ROOT / "docs" / "langgraph-api.md").read_text()
+        start = docs.index("**Python**")
+        match = re.search(r"```python\n(.*?)```", docs[start:], re.S)
+        assert match, "docs/langgraph-api.md has the Python example"
+        script = match.group(1).replace(f"127.0.0.1:{README_PORT}", f"127.0.0.1:{served.port}")
+        ran = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+
+        assert ran.returncode == 0, ran.stderr
+        assert "waiting for: Cancel order #W6295317" in ran.stdout, ran.stdout
+        assert "didn't change anything" in ran.stdout
+        assert order_status(served.database_url, "#W6295317")[1] == "pending"
