@@ -170,4 +170,6 @@ class TestDemoBanner:
         )
         await demo.goto(app_server.url + "/")
         banner = demo.get_by_test_id("demo-banner")
-        await expect(banner).to_have_text("Demo model: connect a real one with OPENAI_BASE_URL")
+        await expect(banner).to_have_text(
+            "Demo model: connect a real one with OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL"
+        )
