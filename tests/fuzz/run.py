@@ -10,7 +10,7 @@ checkpoints, store items and staff threads part of the time instead of stopping 
 Knobs (environment): FUZZ_EXAMPLES examples per operation and phase (default 20),
 FUZZ_BUDGET seconds per role (default: none, one pass; with it, phases repeat until the
 budget is spent), FUZZ_SEED, FUZZ_WORKERS (default 1), FUZZ_ROLES (default
-customer,guest,staff), FUZZ_OUT (reports and the service's log; default a new temp dir).
+customer,guest,staff,admin), FUZZ_OUT (reports and the service's log; default a new temp dir).
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # Tried beside whatever hypothesis makes up, where ids and text go.
 HOSTILE = ["\x00", "a\x00b", "\ud7ff\ue000", "%00", "../../etc/passwd", "' OR 1=1 --", "🦜" * 40]
 TEXT = ["where is my order?", "refunds", *HOSTILE]
-# A role's user id: the first demo customer, a guest, a member of staff. There is no admin
-# role (app/identity.py): staff is the widest.
+# A role's user id: the first demo customer, a guest, a member of staff, an admin (staff
+# who may change policies, app/identity.py).
 GUEST = "guest-fuzz"
 STAFF = "staff-fuzz"
+ADMIN = "staff-fuzz-admin"
 # The user the document's examples name (app/api/openapi_text.py).
 EXAMPLE_USER = "james_evans_5777"
 # Operations that run the (demo) model: a few examples each are enough.
@@ -66,7 +67,7 @@ class Settings:
             budget=int(budget) if budget else None,
             seed=int(os.environ.get("FUZZ_SEED", "7")),
             workers=int(os.environ.get("FUZZ_WORKERS", "1")),
-            roles=os.environ.get("FUZZ_ROLES", "customer,guest,staff").split(","),
+            roles=os.environ.get("FUZZ_ROLES", "customer,guest,staff,admin").split(","),
             out=Path(out),
         )
 
@@ -206,6 +207,20 @@ def config(seeded: Seeded) -> str:
         f"include-method = {_toml('POST')}",
         "generation = { max-examples = 5 }",
         "",
+        # Rules across fields or inside a document that a schema does not state: a forced
+        # publish needs a reason; a policy test's task file is checked as `eval` reads one
+        # (its tools' arguments, its ids). Those schema-valid bodies may get a typed 422.
+        "[[operations]]",
+        f"include-path-regex = {_toml('^/staff/policies/[^/]+/(tests|publish)$')}",
+        f"include-method = {_toml('POST')}",
+        "checks = { positive_data_acceptance = { enabled = false } }",
+        "",
+        # A body over the size limit is refused with 413 before it is read: a rejection.
+        "[checks.negative_data_rejection]",
+        "expected-statuses = ["
+        '"400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", '
+        '"5xx"]',
+        "",
     ]
     return "\n".join(lines)
 
@@ -338,10 +353,16 @@ def main() -> int:
     runs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         customers = httpx.get(f"{url}/auth/demo/customers", timeout=10).json()
-        users = {"customer": customers[0]["user_id"], "guest": GUEST, "staff": STAFF}
+        users = {
+            "customer": customers[0]["user_id"],
+            "guest": GUEST,
+            "staff": STAFF,
+            "admin": ADMIN,
+        }
         tokens = {role: token(env, users[role], role) for role in users}
         seeded = {r: seed_user(url, tokens[r], users[r], r) for r in ("customer", "guest")}
         seeded["staff"] = seed_staff(url, tokens["staff"])
+        seeded["admin"] = seeded["staff"]  # the same queue; admins also reach /staff/policies
         # the roles at once, against the one service (as its clients would be): the
         # coverage phase is mostly the fuzzer's own CPU, so this halves the wall time
         started = time.monotonic()

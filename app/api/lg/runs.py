@@ -8,7 +8,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -49,6 +49,9 @@ LATEST = 1 << 62
 
 
 DEFAULT_MODES = frozenset({"values", "messages-tuple", "updates", "custom"})
+# The modes a join may ask for, as the document states them (translate.MODES; "" as the
+# SDKs send it for none): any other is refused by the query's validation.
+JoinMode = Literal["", "custom", "messages", "messages-tuple", "tools", "updates", "values"]
 
 
 @dataclass(frozen=True)
@@ -411,7 +414,7 @@ async def join_stream(
     thread: LgThread,
     run_id: RunIdPath,
     services: ServicesDep,
-    stream_mode: Annotated[list[str] | None, Query()] = None,
+    stream_mode: Annotated[list[JoinMode] | None, Query()] = None,
     cancel_on_disconnect: bool = False,
     last_event_id: Annotated[str | None, Header(max_length=40)] = None,
 ) -> Response:
@@ -419,7 +422,7 @@ async def join_stream(
     still to come. On any replica."""
     await _require_run(services, thread, run_id)
     known = RunInfo.of(await run_options(services.pool, run_id))
-    modes = stream_modes(stream_mode) if stream_mode else None
+    modes = stream_modes(list(stream_mode)) if stream_mode else None
     info = RunInfo(modes=modes or known.modes, resumable=known.resumable, human=known.human)
     after = parse_event_id(last_event_id)
     frames = _platform_frames(

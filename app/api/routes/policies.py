@@ -54,7 +54,7 @@ async def list_policies(staff: Staff, services: ServicesDep) -> dict[str, Any]:
     return {"items": await store.list_versions(services.pool)}
 
 
-@router.get("/staff/policies/{version}", summary="One policy version and its history")
+@router.get("/staff/policies/{version:int}", summary="One policy version and its history")
 async def get_policy(version: Version, staff: Staff, services: ServicesDep) -> dict[str, Any]:
     return await store.get_version(services.pool, version)
 
@@ -86,7 +86,7 @@ async def rollback_policy(admin: Admin, services: ServicesDep) -> dict[str, Any]
 
 
 @router.post(
-    "/staff/policies/{version}/tests",
+    "/staff/policies/{version:int}/tests",
     status_code=202,
     summary="Test a version against live through the service, in the background",
     dependencies=[Depends(require_json)],
@@ -101,7 +101,9 @@ async def test_policy(
     return {"id": test_id, "version": version, "status": "running"}
 
 
-@router.get("/staff/policies/{version}/tests/{test_id}", summary="A test's status and comparison")
+@router.get(
+    "/staff/policies/{version:int}/tests/{test_id}", summary="A test's status and comparison"
+)
 async def get_policy_test(
     version: Version,
     test_id: Annotated[str, Path(max_length=64, pattern=r"^[0-9a-f]{1,64}$")],
@@ -112,7 +114,7 @@ async def get_policy_test(
 
 
 @router.post(
-    "/staff/policies/{version}/publish",
+    "/staff/policies/{version:int}/publish",
     summary="Publish: 100 makes it live, fewer the candidate for that share of new threads",
     dependencies=[Depends(require_json)],
 )
