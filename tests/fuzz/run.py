@@ -10,7 +10,8 @@ checkpoints, store items and staff threads part of the time instead of stopping 
 Knobs (environment): FUZZ_EXAMPLES examples per operation and phase (default 20),
 FUZZ_BUDGET seconds per role (default: none, one pass; with it, phases repeat until the
 budget is spent), FUZZ_SEED, FUZZ_WORKERS (default 1), FUZZ_ROLES (default
-customer,guest,staff; `admin` on request: see docs/fuzzing.md), FUZZ_OUT (reports and the service's log; default a new temp dir).
+customer,guest,staff; `admin` on request: see docs/fuzzing.md), FUZZ_OUT (reports and
+the service's log; default a new temp dir).
 """
 
 from __future__ import annotations
