@@ -20,12 +20,22 @@ Faults (each applies to open connections and to new ones, until `heal`):
   both of its sockets are closed with a RST.
 - `blackhole()`: nothing is forwarded either way and nothing is closed; bytes already read
   wait. A healed black hole delivers them (a network that came back before TCP gave up).
-- `lost_reply(match=b"COMMIT")`: once the client sent bytes containing `match` (any bytes
-  when None), the server's reply is read off the server and thrown away, and the connection
-  goes silent: the server did the work, the client never hears. `heal` resets such a
-  connection (its byte stream has a hole; nothing can continue on it).
+  `blackhole(strand=True)`: the connections open meanwhile stay silent for good, healed or
+  not (a NAT or load balancer that dropped their state); only new ones work again.
+- `lost_reply(match=b"COMMIT", after=None)`: once the client sent bytes containing `match`
+  (any bytes when None; with `after`, only once it sent `after` earlier on the connection,
+  e.g. the write's own statement), the server's reply is read off the server and thrown
+  away, and the connection is stranded: the server did the work, the client never hears,
+  nor anything after.
 - `partition()`: new connections are refused (the listener closes) and open ones are black
-  holes; `heal` listens again on the same port.
+  holes (`strand=True`: for good); `heal` listens again on the same port.
+
+A stranded connection forwards nothing until its client closes it; then the server's side
+is reset too (a server would find out by its own keepalives, later). The proxy's kernel
+acknowledges every byte, so the client's kernel never finds such a connection dead by
+itself, as its TCP keepalives or TCP_USER_TIMEOUT would through a real NAT; a path made
+with `give_up_s` plays that part: each stranded connection is reset that long after it
+went silent.
 
 Bytes are never altered, and never reordered: with no fault on, a path is a plain pipe.
 """
@@ -68,7 +78,9 @@ class _Faults:
     blackhole: bool = False
     lost_reply: bool = False
     lost_match: bytes | None = None
+    lost_after: bytes | None = None
     partition: bool = False
+    strand: bool = False  # connections open or accepted under the fault stay silent
 
 
 @dataclass(eq=False)  # hashed by identity: kept in a set
@@ -76,8 +88,9 @@ class _Conn:
     client: asyncio.StreamWriter
     server: asyncio.StreamWriter
     budget: int | None = None  # bytes left before the reset
-    armed: bool = False  # lost_reply: the client sent the matching request
-    lost: bool = False  # lost_reply: a reply was thrown away; silent until healed
+    primed: bool = False  # lost_reply: the client sent `after`
+    armed: bool = False  # lost_reply: the client sent the matching request (once primed)
+    stranded: bool = False  # silent for good (a reply lost, or its state dropped)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -85,10 +98,18 @@ class Path:
     """One listener forwarding to one upstream. Its fault methods may be called from any
     thread; each returns once the fault is in force."""
 
-    def __init__(self, proxy: NetProxy, name: str, upstream: tuple[str, int], seed: int) -> None:
+    def __init__(
+        self,
+        proxy: NetProxy,
+        name: str,
+        upstream: tuple[str, int],
+        seed: int,
+        give_up_s: float | None = None,
+    ) -> None:
         self.proxy = proxy
         self.name = name
         self.upstream = upstream
+        self.give_up_s = give_up_s
         self.port = 0
         self.stats = PathStats()
         self._faults = _Faults()
@@ -126,22 +147,27 @@ class Path:
 
         self.proxy.call(apply)
 
-    def blackhole(self) -> None:
+    def blackhole(self, *, strand: bool = False) -> None:
         def apply() -> None:
             self._faults.blackhole = True
+            self._strand(strand)
             self._flowing.clear()
 
         self.proxy.call(apply)
 
-    def lost_reply(self, match: bytes | None = b"COMMIT") -> None:
+    def lost_reply(self, match: bytes | None = b"COMMIT", after: bytes | None = None) -> None:
         def apply() -> None:
             self._faults.lost_reply, self._faults.lost_match = True, match
+            self._faults.lost_after = after
+            for conn in self._conns:
+                conn.primed = conn.armed = False
 
         self.proxy.call(apply)
 
-    def partition(self) -> None:
+    def partition(self, *, strand: bool = False) -> None:
         async def apply() -> None:
             self._faults.partition = True
+            self._strand(strand)
             self._flowing.clear()
             if self._server is not None:
                 self._server.close()
@@ -150,15 +176,13 @@ class Path:
         self.proxy.run(apply())
 
     def heal(self) -> None:
-        """Every fault off; connections that lost a reply are reset."""
+        """Every fault off (stranded connections stay silent)."""
 
         async def apply() -> None:
             was_partitioned = self._faults.partition
             self._faults = _Faults()
-            for conn in list(self._conns):
+            for conn in self._conns:
                 conn.budget = None
-                if conn.lost:
-                    self._reset(conn)
             self._flowing.set()
             if was_partitioned:
                 await self._listen()
@@ -167,6 +191,19 @@ class Path:
 
     def open_connections(self) -> int:
         return len(self._conns)
+
+    def _strand(self, strand: bool) -> None:
+        self._faults.strand = strand
+        if strand:
+            for conn in self._conns:
+                self._stranded(conn)
+
+    def _stranded(self, conn: _Conn) -> None:
+        if conn.stranded:
+            return
+        conn.stranded = True
+        if self.give_up_s is not None:
+            asyncio.get_running_loop().call_later(self.give_up_s, self._reset, conn)
 
     # --- forwarding (the proxy's loop) ----------------------------------------------------
 
@@ -188,8 +225,10 @@ class Path:
             _abort(c_writer)
             return
         self.stats.connections += 1
-        conn = _Conn(c_writer, s_writer, budget=self._faults.reset_after)
+        conn = _Conn(c_writer, s_writer, self._faults.reset_after)
         self._conns.add(conn)
+        if self._faults.strand:
+            self._stranded(conn)
         up = asyncio.Queue[tuple[float, bytes]](QUEUED)
         down = asyncio.Queue[tuple[float, bytes]](QUEUED)
         conn.tasks = [
@@ -215,19 +254,27 @@ class Path:
     ) -> None:
         last = 0.0
         while True:
-            await self._flowing.wait()
+            if not conn.stranded:  # a stranded one is read on, to drop and to see its end
+                await self._flowing.wait()
             try:
                 data = await reader.read(CHUNK)
             except OSError:
                 data = EOF
             f = self._faults
+            if conn.stranded:
+                if not data:  # its client gave up (or the server): the other side too
+                    self._reset(conn)
+                    return
+                continue
             if data and upstream and f.lost_reply and not conn.armed:
-                conn.armed = f.lost_match is None or f.lost_match in data
-            if data and not upstream and (conn.lost or (conn.armed and f.lost_reply)):
+                if not conn.primed:
+                    conn.primed = f.lost_after is None or f.lost_after in data
+                if conn.primed:
+                    conn.armed = f.lost_match is None or f.lost_match in data
+            if data and not upstream and conn.armed and f.lost_reply:
                 # the server answered; the client never hears, nor anything after
-                if not conn.lost:
-                    self.stats.lost_replies += 1
-                conn.lost = True
+                self.stats.lost_replies += 1
+                self._stranded(conn)
                 continue
             fixed, jitter = f.up if upstream else f.down
             delay = fixed + (self._random.uniform(0, jitter) if jitter else 0.0)
@@ -249,7 +296,7 @@ class Path:
             wait = at - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            while not self._flowing.is_set() or conn.lost:
+            while not self._flowing.is_set() or conn.stranded:
                 await self._until_flowing(conn)
             if not data:
                 with contextlib.suppress(OSError):
@@ -273,8 +320,8 @@ class Path:
                 return
 
     async def _until_flowing(self, conn: _Conn) -> None:
-        if conn.lost:
-            await asyncio.Event().wait()  # until heal resets it (cancelling this task)
+        if conn.stranded:
+            await asyncio.Event().wait()  # until the connection is reset (cancelling this)
         await self._flowing.wait()
 
     async def _send(self, writer: asyncio.StreamWriter, data: bytes, upstream: bool) -> None:
@@ -347,11 +394,11 @@ class NetProxy:
         self._thread.join(timeout=10)
         self._loop = None
 
-    def path(self, name: str, upstream: tuple[str, int]) -> Path:
+    def path(self, name: str, upstream: tuple[str, int], give_up_s: float | None = None) -> Path:
         """A new listener on a free port forwarding to `upstream`."""
 
         async def make() -> Path:
-            path = Path(self, name, upstream, self._random.randrange(2**32))
+            path = Path(self, name, upstream, self._random.randrange(2**32), give_up_s)
             await path._listen()
             return path
 

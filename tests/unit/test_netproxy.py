@@ -202,10 +202,59 @@ class TestLostReply:
                 sock.recv(10)
             assert b"COMMIT;" in b"".join(upstream.received)  # the server did it
             assert path.stats.lost_replies == 1
-            path.heal()  # a stream with a hole cannot go on: it is reset
-            sock.settimeout(2)
-            with pytest.raises(ConnectionResetError):
+            path.heal()  # the connection stays dead; a new one works
+            sock.sendall(b"again")
+            with pytest.raises(TimeoutError):
                 sock.recv(10)
+        assert b"again" not in b"".join(upstream.received)
+        with connect(path) as fresh:
+            fresh.sendall(b"COMMIT;")
+            assert recv_exactly(fresh, 7) == b"COMMIT;"
+
+    def test_with_after_only_a_match_that_follows_it_loses_its_reply(
+        self, path: Path, upstream: Upstream
+    ) -> None:
+        path.lost_reply(match=b"COMMIT", after=b"INSERT")
+        with connect(path, timeout=0.4) as sock:
+            sock.sendall(b"COMMIT;")  # no INSERT before it: answered
+            assert recv_exactly(sock, 7) == b"COMMIT;"
+            sock.sendall(b"INSERT 1;")
+            assert recv_exactly(sock, 9) == b"INSERT 1;"
+            sock.sendall(b"COMMIT;")
+            with pytest.raises(TimeoutError):
+                sock.recv(10)
+        assert b"".join(upstream.received).count(b"COMMIT;") == 2
+
+    def test_a_stranded_connection_closed_by_its_client_is_reset_at_the_server(
+        self, path: Path
+    ) -> None:
+        path.lost_reply(match=None)
+        sock = connect(path, timeout=0.4)
+        sock.sendall(b"x")
+        with pytest.raises(TimeoutError):
+            sock.recv(1)
+        assert path.open_connections() == 1
+        sock.close()
+        for _ in range(100):
+            if path.open_connections() == 0:
+                break
+            time.sleep(0.01)
+        assert path.open_connections() == 0
+
+
+class TestStrandedBlackhole:
+    def test_connections_open_during_it_stay_silent_after_heal(self, path: Path) -> None:
+        with connect(path, timeout=0.4) as old:
+            old.sendall(b"hi")
+            assert recv_exactly(old, 2) == b"hi"
+            path.blackhole(strand=True)
+            path.heal()
+            old.sendall(b"lost")
+            with pytest.raises(TimeoutError):
+                old.recv(4)
+            with connect(path) as fresh:
+                fresh.sendall(b"ok")
+                assert recv_exactly(fresh, 2) == b"ok"
 
 
 class TestPartition:
@@ -227,3 +276,17 @@ class TestPartition:
         with connect(path) as sock:  # listening again, on the same port
             sock.sendall(b"pong")
             assert recv_exactly(sock, 4) == b"pong"
+
+    def test_with_give_up_a_stranded_connection_is_reset_as_its_kernel_would(
+        self, upstream: Upstream
+    ) -> None:
+        with NetProxy() as proxy:
+            path = proxy.path("keepalives", ("127.0.0.1", upstream.server_address[1]), 0.3)
+            with connect(path, timeout=2) as sock:
+                sock.sendall(b"hi")
+                assert recv_exactly(sock, 2) == b"hi"
+                path.blackhole(strand=True)
+                started = time.monotonic()
+                with pytest.raises(ConnectionResetError):
+                    sock.recv(1)
+                assert 0.25 < time.monotonic() - started < 1.5
