@@ -14,8 +14,10 @@ from typing import Any
 
 import httpx
 
-from tests.chaos.faults import DATABASE_FAULTS, REPLICA_FAULTS, Fault
+from tests.chaos.faults import DATABASE_FAULTS, NET_DATABASE_FAULTS, REPLICA_FAULTS, Fault
+from tests.chaos.receiver import WebhookReceiver
 from tests.chaos.records import Records, RunSeen
+from tests.chaos.topology import KERNEL_GIVES_UP_S
 from tests.faults import procs
 from tests.scale.topology import bearer
 
@@ -44,8 +46,10 @@ class Checker:
         url: str,
         records: Records,
         faults: list[Fault],
+        receiver: WebhookReceiver | None = None,
     ) -> None:
         self.pg = pg
+        self.receiver = receiver
         self.url = url
         self.records = records
         self.faults = faults
@@ -114,6 +118,7 @@ class Checker:
             self.unexcused_5xx,
             self.deleted_left_behind,
             self.never_finished,
+            self.webhooks_lost,
         ]
 
     def _new(self, name: str, promise: str) -> Invariant:
@@ -329,6 +334,13 @@ class Checker:
             for f in self.faults
             if f.kind in DATABASE_FAULTS or f.kind in REPLICA_FAULTS
         ]
+        # A connection a network fault stranded fails the request on it until the
+        # replica's kernel gives it up, after the fault too.
+        windows += [
+            (f.started, (f.ended or f.started) + KERNEL_GIVES_UP_S + GRACE_S)
+            for f in self.faults
+            if f.kind in NET_DATABASE_FAULTS
+        ]
         for e in self.records.errors_5xx:
             if not any(start <= e.answered and e.sent <= end for start, end in windows):
                 at = e.sent - self.records.started
@@ -359,6 +371,25 @@ class Checker:
         )
         for what in self.records.unfinished:
             v.add(what)
+
+    def webhooks_lost(self) -> None:
+        v = self._new(
+            "webhook_not_delivered",
+            "a webhook event (webhook_outbox) the receiver never got under its id, or one"
+            " given up on",
+        )
+        if self.receiver is None:
+            return
+        got = self.receiver.ids()
+        rows = self.pg.query(
+            "SELECT event_id, thread_id, type, failed_at IS NOT NULL FROM webhook_outbox"
+        )
+        for event_id, thread, kind, failed in rows:
+            if event_id not in got or failed:
+                v.add(f"{thread}: {kind} {event_id} ({'given up' if failed else 'never got'})")
+        resent = sum(n - 1 for n in self.receiver.received.values() if n > 1)
+        self.info["webhook events"] = len(rows)
+        self.info["webhook events delivered more than once (same id)"] = resent
 
 
 def _failure_shown(state: dict[str, Any], tool: str) -> bool:
