@@ -106,6 +106,7 @@ class Checker:
     def _checks(self) -> list[Callable[[], None]]:
         return [
             self.writes_twice,
+            self.told_failed_but_ran,
             self.approved_not_done,
             self.declined_done,
             self.forks,
@@ -157,6 +158,22 @@ class Checker:
             "SELECT thread_id, count(*) FROM handoff_tickets GROUP BY 1 HAVING count(*) > 1"
         ):
             v.add(f"handoff_tickets: {n} tickets for thread {thread}")
+
+    def told_failed_but_ran(self) -> None:
+        v = self._new(
+            "write_told_failed_but_ran",
+            'a write that committed, recorded and told as failed ("nothing was changed")'
+            " under the same idempotency key: e.g. its COMMIT ran and the answer was lost",
+        )
+        for key, thread, tool in self.pg.query(
+            "SELECT e.idempotency_key, e.thread_id, e.tool_name FROM tool_executions e"
+            " WHERE e.ok AND EXISTS (SELECT 1 FROM audit_log a"
+            "  WHERE a.idempotency_key = e.idempotency_key AND NOT a.ok"
+            "  AND a.outcome LIKE %s)",
+            ("%nothing was changed%",),
+        ):
+            v.add(f"{thread}: {tool} ran under {key}, and was told as not done")
+            self._evidence(thread)
 
     def approved_not_done(self) -> None:
         v = self._new(

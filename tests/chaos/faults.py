@@ -59,6 +59,7 @@ WEIGHTS = {
 DATABASE_FAULTS = ("pg_restart_fast", "pg_restart_immediate", "pg_terminate_backends",
                    "pgbouncer_restart")  # fmt: skip
 REPLICA_FAULTS = ("kill9", "sigstop")
+WRITE_RECORDED = b"INSERT INTO tool_executions"
 # On one replica's path to the database: that replica's requests may fail meanwhile.
 NET_DATABASE_FAULTS = ("net_latency", "net_reset", "net_blackhole", "net_lost_reply",
                        "net_partition")  # fmt: skip
@@ -273,7 +274,10 @@ class Injector:
             await asyncio.to_thread(lambda: path.blackhole(strand=True))
             seconds = r.uniform(2.0, 8.0)
         elif kind == "net_lost_reply":
-            await asyncio.to_thread(path.lost_reply, b"COMMIT")
+            # Half of them lose a write's COMMIT reply (its statements go out with it),
+            # the others whichever COMMIT comes first (a run's closing, a checkpoint).
+            after = WRITE_RECORDED if r.random() < 0.5 else None
+            await asyncio.to_thread(path.lost_reply, b"COMMIT", after)
             seconds = r.uniform(3.0, 8.0)
         elif kind == "net_partition":
             await asyncio.to_thread(lambda: path.partition(strand=True))
@@ -289,7 +293,7 @@ class Injector:
         finally:
             await asyncio.to_thread(path.heal)
         if kind == "net_lost_reply":
-            fault.note = f"{path.stats.lost_replies - lost} replies lost"
+            fault.note = f"{path.stats.lost_replies - lost} {'write ' if after else ''}replies lost"
         elif kind == "net_reset":
             fault.note += f", {path.stats.resets - resets} connections reset"
 
