@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if expected is None:
         print(f"chaos-selftest: no known invariant for {args.patch.name}", file=sys.stderr)
         return 1
-    copy = planted_copy(args.patch)
+    copy = planted_copy(args.patch.resolve())  # patch -d changes directory first
     try:
         env = {**os.environ, "FAULTS_APP_ROOT": str(copy)}
         soak = subprocess.run(
