@@ -120,6 +120,7 @@ class Checker:
             self.deleted_left_behind,
             self.never_finished,
             self.webhooks_lost,
+            self.agent_while_held,
         ]
 
     def _new(self, name: str, promise: str) -> Invariant:
@@ -388,6 +389,24 @@ class Checker:
         )
         for what in self.records.unfinished:
             v.add(what)
+
+    def agent_while_held(self) -> None:
+        v = self._new(
+            "agent_answered_while_held",
+            "an agent run that answered (completed or interrupted) started while a person"
+            " held the thread (between an accept and the release after it)",
+        )
+        for thread, run, at in self.pg.query(
+            "SELECT r.thread_id, r.run_id, r.created_at FROM runs r"
+            " JOIN control_history a ON a.thread_id = r.thread_id AND a.action = 'accept'"
+            " WHERE r.status IN ('completed', 'interrupted') AND r.created_at >= a.at"
+            " AND r.created_at < COALESCE((SELECT min(h.at) FROM control_history h"
+            "  WHERE h.thread_id = a.thread_id AND h.id > a.id AND h.action = 'release'),"
+            "  'infinity')"
+        ):
+            v.add(f"{thread}: run {run} at {at}")
+            self._evidence(thread)
+        self.info["threads a person accepted"] = len(self.records.held)
 
     def webhooks_lost(self) -> None:
         v = self._new(
