@@ -32,7 +32,9 @@ async def _with_pool(
 
     assert settings.database_url
     pool = await open_pool(
-        settings.database_url, settings.model_copy(update={"db_pool_min": 1}), name="cli"
+        settings.database_url,
+        settings.model_copy(update={"db_pool_min": 1, "db_call_deadline_s": None}),
+        name="cli",
     )
     try:
         await work(pool)

@@ -67,6 +67,20 @@ class Settings(BaseSettings):
     # pooled connection before it fails (an API request with 503 database_unavailable).
     # While the database is known to be unreachable, a checkout fails at once instead.
     db_pool_timeout_s: float = Field(default=3.0, gt=0, le=60)
+    # Network deadlines on the database path (app/db/pool.py, docs/chaos.md): a connection
+    # that goes silent without a FIN (a NAT or load balancer that dropped its state, a
+    # stalled PgBouncer) otherwise holds a request, a turn or a pool slot for ever. A use of
+    # a pooled connection (a statement, or one transaction's statements) still waiting
+    # after `db_call_deadline_s` has its socket cut (None: never; the CLI's long imports).
+    # The libpq settings find a dead peer the kernel can see: connect_timeout (whole
+    # seconds, at least 2), TCP keepalives on an idle connection, tcp_user_timeout for data
+    # sent and never acknowledged.
+    db_call_deadline_s: float | None = Field(default=30.0, gt=0)
+    db_connect_timeout_s: int = Field(default=5, ge=2, le=60)
+    db_keepalives_idle_s: int = Field(default=10, ge=1)
+    db_keepalives_interval_s: int = Field(default=3, ge=1)
+    db_keepalives_count: int = Field(default=3, ge=1)
+    db_tcp_user_timeout_ms: int = Field(default=20_000, ge=0)
 
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
@@ -295,6 +309,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "db_prepare_threshold",
+        "db_call_deadline_s",
         "thread_ttl_days",
         "history_keep_days",
         "qa_judge_model",

@@ -17,13 +17,27 @@ once, and psycopg_pool notices a dead one only when it is used: the next request
 
 A failed checkout raises `PoolTimeout` (a psycopg `OperationalError`), which an API request
 answers with 503 `database_unavailable` (app/errors.py).
+
+A connection can also go silent: a NAT or load balancer drops its state, or PgBouncer
+stalls, and nothing ever answers or closes it. Nothing in psycopg would stop waiting, and
+the kernel cannot tell when whatever is in the middle acknowledges every byte, so each use
+of a pooled connection has a deadline (`DB_CALL_DEADLINE_S`): a use still going then has
+its socket shut down, which fails the wait at once with an `OperationalError` (no cancel
+request: that would go the same silent way) and the pool replaces the connection. The
+health checks have a deadline of their own. libpq's connect timeout, TCP keepalives and
+TCP_USER_TIMEOUT cover the silences the kernel can see (docs/chaos.md, "Network faults").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import select
+import socket
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -45,6 +59,9 @@ RECONNECT_GIVE_UP_S = 2.0
 OUTAGE_CHECK_S = 0.5
 # The direct connection that tells "unreachable" from "every connection busy".
 PROBE_CONNECT_TIMEOUT_S = 2
+# An empty query (a health check) or a connection's set-up statement on a healthy server
+# takes a millisecond; one that has not answered in this long is on a silent connection.
+CHECK_DEADLINE_S = 5.0
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -69,11 +86,41 @@ def looks_alive(conn: AsyncConnection[Any]) -> bool:
     return not poller.poll(0)
 
 
+def cut(conn: AsyncConnection[Any], reason: str) -> None:
+    """Shut the connection's socket down under whatever waits on it: the wait ends with
+    "server closed the connection unexpectedly", and the pool throws the connection away."""
+    if conn.closed:
+        return
+    try:
+        fd = conn.pgconn.socket
+    except psycopg.OperationalError:  # no socket any more
+        return
+    log.warning("database connection cut: no answer in time", reason=reason)
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)  # the socket itself, shared by the dup
+
+
+@asynccontextmanager
+async def cut_after(
+    conn: AsyncConnection[Any], seconds: float | None, reason: str
+) -> AsyncIterator[None]:
+    """`cut` the connection if the block has not ended in `seconds` (None: no deadline)."""
+    if seconds is None:
+        yield
+        return
+    timer = asyncio.get_running_loop().call_later(seconds, cut, conn, reason)
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 class ServicePool(AsyncConnectionPool[AsyncConnection[Any]]):
     """An `AsyncConnectionPool` that outlives database blips (see the module docstring)."""
 
-    def __init__(self, url: str, **kwargs: Any) -> None:
+    def __init__(self, url: str, *, call_deadline_s: float | None = None, **kwargs: Any) -> None:
         super().__init__(url, check=self._check_or_sweep, **kwargs)
+        self.call_deadline_s = call_deadline_s
         self._url = url
         self.unreachable_since: float | None = None  # monotonic time, None while reachable
         self._probe: asyncio.Future[bool] | None = None
@@ -93,6 +140,21 @@ class ServicePool(AsyncConnectionPool[AsyncConnection[Any]]):
                     raise
                 if time.monotonic() >= deadline:  # every connection busy for too long
                     raise
+
+    @asynccontextmanager
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[AsyncConnection[Any]]:  # noqa: ASYNC109 (the base class's API)
+        async with (
+            super().connection(timeout) as conn,
+            cut_after(conn, self.call_deadline_s, "DB_CALL_DEADLINE_S"),
+        ):
+            yield conn
+
+    @staticmethod
+    async def check_connection(conn: AsyncConnection[Any]) -> None:
+        # Also what `check()` runs on every idle connection: one silent one would hold the
+        # sweep, and every connection it took out of the pool, for ever.
+        async with cut_after(conn, CHECK_DEADLINE_S, "health check"):
+            await AsyncConnectionPool.check_connection(conn)
 
     async def database_reachable(self) -> bool:
         """Whether a direct connection (outside the pool) succeeds. One attempt at a time,
@@ -155,7 +217,22 @@ async def generic_plans(conn: AsyncConnection[Any]) -> None:
     only with prepared statements on, the mode PgBouncer in transaction mode cannot use
     anyway.
     """
-    await conn.execute("SET plan_cache_mode = force_generic_plan")
+    async with cut_after(conn, CHECK_DEADLINE_S, "connection set-up"):
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
+def network_settings(settings: Settings) -> dict[str, Any]:
+    """libpq's connection parameters for a peer that is gone without a word: how long a
+    connection attempt may take, keepalives on an idle connection, and how long sent data
+    may go unacknowledged."""
+    return {
+        "connect_timeout": settings.db_connect_timeout_s,
+        "keepalives": 1,
+        "keepalives_idle": settings.db_keepalives_idle_s,
+        "keepalives_interval": settings.db_keepalives_interval_s,
+        "keepalives_count": settings.db_keepalives_count,
+        "tcp_user_timeout": settings.db_tcp_user_timeout_ms,
+    }
 
 
 async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
@@ -169,6 +246,7 @@ async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
         "autocommit": True,
         "row_factory": dict_row,
         "prepare_threshold": settings.db_prepare_threshold,
+        **network_settings(settings),
     }
     prepared = settings.db_prepare_threshold is not None
     pool = ServicePool(
@@ -180,6 +258,7 @@ async def open_pool(url: str, settings: Settings, *, name: str) -> ServicePool:
         name=name,
         timeout=settings.db_pool_timeout_s,
         reconnect_timeout=RECONNECT_GIVE_UP_S,
+        call_deadline_s=settings.db_call_deadline_s,
         open=False,
     )
     await pool.open(wait=True, timeout=30)

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 import structlog
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from app.db import before_images
 from app.db.checkpointer import store_held
@@ -120,11 +121,58 @@ async def _execute_write(
             return await _once(conn, record, action)
     except LeaseLost:
         raise  # another run holds the thread now: this one stops, nothing was written
+    except PoolTimeout:  # no connection: nothing was sent
+        log.warning("write failed: no database connection", tool=tool_name, thread_id=thread_id)
+        return await _failed(pool, record)
+    except psycopg.OperationalError as error:
+        # The connection broke: maybe after the COMMIT went out, whose answer was lost
+        # (the write then ran). The database says which, not the broken connection.
+        known = await _outcome_after_broken_connection(pool, record.key)
+        if known is None:
+            raise  # unknown for now: the run fails; the thread's next touch finds it out
+        log.warning(
+            "a write's connection broke; its outcome read back",
+            tool=tool_name,
+            thread_id=thread_id,
+            committed=known.committed,
+            error_type=type(error).__name__,
+        )
+        return known.outcome if known.committed else await _failed(pool, record)
     except Exception:
         log.exception("write failed", tool=tool_name, thread_id=thread_id)
-        failed = WriteOutcome(False, TOOL_FAILED)
-        await _audit_best_effort(pool, record, failed)
-        return failed
+        return await _failed(pool, record)
+
+
+async def _failed(pool: AsyncConnectionPool[Any], record: _Record) -> WriteOutcome:
+    failed = WriteOutcome(False, TOOL_FAILED)
+    await _audit_best_effort(pool, record, failed)
+    return failed
+
+
+@dataclass(frozen=True)
+class _ReadBack:
+    committed: bool
+    outcome: WriteOutcome
+
+
+async def _outcome_after_broken_connection(
+    pool: AsyncConnectionPool[Any], key: str
+) -> _ReadBack | None:
+    """What became of a write whose connection broke, or None when the database cannot
+    say now. The key's advisory lock is taken first: the broken connection's transaction
+    holds it until its backend has committed or rolled back, so what is read is final."""
+    try:
+        async with pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+            cursor = await conn.execute(
+                "SELECT ok, outcome FROM tool_executions WHERE idempotency_key = %s", (key,)
+            )
+            row = await cursor.fetchone()
+    except psycopg.OperationalError:
+        return None
+    if row is None:  # rolled back: nothing was written
+        return _ReadBack(False, WriteOutcome(False, TOOL_FAILED))
+    return _ReadBack(True, WriteOutcome.recorded(bool(row["ok"]), str(row["outcome"])))
 
 
 async def _once(conn: AsyncConnection[Any], record: _Record, action: WriteAction) -> WriteOutcome:

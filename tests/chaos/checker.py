@@ -14,8 +14,10 @@ from typing import Any
 
 import httpx
 
-from tests.chaos.faults import DATABASE_FAULTS, REPLICA_FAULTS, Fault
+from tests.chaos.faults import DATABASE_FAULTS, NET_DATABASE_FAULTS, REPLICA_FAULTS, Fault
+from tests.chaos.receiver import WebhookReceiver
 from tests.chaos.records import Records, RunSeen
+from tests.chaos.topology import KERNEL_GIVES_UP_S
 from tests.faults import procs
 from tests.scale.topology import bearer
 
@@ -44,8 +46,10 @@ class Checker:
         url: str,
         records: Records,
         faults: list[Fault],
+        receiver: WebhookReceiver | None = None,
     ) -> None:
         self.pg = pg
+        self.receiver = receiver
         self.url = url
         self.records = records
         self.faults = faults
@@ -102,6 +106,7 @@ class Checker:
     def _checks(self) -> list[Callable[[], None]]:
         return [
             self.writes_twice,
+            self.told_failed_but_ran,
             self.approved_not_done,
             self.declined_done,
             self.forks,
@@ -114,6 +119,8 @@ class Checker:
             self.unexcused_5xx,
             self.deleted_left_behind,
             self.never_finished,
+            self.webhooks_lost,
+            self.agent_while_held,
         ]
 
     def _new(self, name: str, promise: str) -> Invariant:
@@ -152,6 +159,22 @@ class Checker:
             "SELECT thread_id, count(*) FROM handoff_tickets GROUP BY 1 HAVING count(*) > 1"
         ):
             v.add(f"handoff_tickets: {n} tickets for thread {thread}")
+
+    def told_failed_but_ran(self) -> None:
+        v = self._new(
+            "write_told_failed_but_ran",
+            'a write that committed, recorded and told as failed ("nothing was changed")'
+            " under the same idempotency key: e.g. its COMMIT ran and the answer was lost",
+        )
+        for key, thread, tool in self.pg.query(
+            "SELECT e.idempotency_key, e.thread_id, e.tool_name FROM tool_executions e"
+            " WHERE e.ok AND EXISTS (SELECT 1 FROM audit_log a"
+            "  WHERE a.idempotency_key = e.idempotency_key AND NOT a.ok"
+            "  AND a.outcome LIKE %s)",
+            ("%nothing was changed%",),
+        ):
+            v.add(f"{thread}: {tool} ran under {key}, and was told as not done")
+            self._evidence(thread)
 
     def approved_not_done(self) -> None:
         v = self._new(
@@ -329,6 +352,13 @@ class Checker:
             for f in self.faults
             if f.kind in DATABASE_FAULTS or f.kind in REPLICA_FAULTS
         ]
+        # A connection a network fault stranded fails the request on it until the
+        # replica's kernel gives it up, after the fault too.
+        windows += [
+            (f.started, (f.ended or f.started) + KERNEL_GIVES_UP_S + GRACE_S)
+            for f in self.faults
+            if f.kind in NET_DATABASE_FAULTS
+        ]
         for e in self.records.errors_5xx:
             if not any(start <= e.answered and e.sent <= end for start, end in windows):
                 at = e.sent - self.records.started
@@ -359,6 +389,43 @@ class Checker:
         )
         for what in self.records.unfinished:
             v.add(what)
+
+    def agent_while_held(self) -> None:
+        v = self._new(
+            "agent_answered_while_held",
+            "an agent run that answered (completed or interrupted) started while a person"
+            " held the thread (between an accept and the release after it)",
+        )
+        for thread, run, at in self.pg.query(
+            "SELECT r.thread_id, r.run_id, r.created_at FROM runs r"
+            " JOIN control_history a ON a.thread_id = r.thread_id AND a.action = 'accept'"
+            " WHERE r.status IN ('completed', 'interrupted') AND r.created_at >= a.at"
+            " AND r.created_at < COALESCE((SELECT min(h.at) FROM control_history h"
+            "  WHERE h.thread_id = a.thread_id AND h.id > a.id AND h.action = 'release'),"
+            "  'infinity')"
+        ):
+            v.add(f"{thread}: run {run} at {at}")
+            self._evidence(thread)
+        self.info["threads a person accepted"] = len(self.records.held)
+
+    def webhooks_lost(self) -> None:
+        v = self._new(
+            "webhook_not_delivered",
+            "a webhook event (webhook_outbox) the receiver never got under its id, or one"
+            " given up on",
+        )
+        if self.receiver is None:
+            return
+        got = self.receiver.ids()
+        rows = self.pg.query(
+            "SELECT event_id, thread_id, type, failed_at IS NOT NULL FROM webhook_outbox"
+        )
+        for event_id, thread, kind, failed in rows:
+            if event_id not in got or failed:
+                v.add(f"{thread}: {kind} {event_id} ({'given up' if failed else 'never got'})")
+        resent = sum(n - 1 for n in self.receiver.received.values() if n > 1)
+        self.info["webhook events"] = len(rows)
+        self.info["webhook events delivered more than once (same id)"] = resent
 
 
 def _failure_shown(state: dict[str, Any], tool: str) -> bool:

@@ -6,6 +6,12 @@ kinds asked for, on a target that is not already under a fault of its own: one r
 immediate, pg_terminate_backend of random backends), PgBouncer (restart), the model (hangs,
 drips, truncates or 500s for a while) or the clients (streams cut mid-way for a while).
 Each pool keeps one replica running, so the load goes on; everything else may overlap.
+
+Network faults (netproxy.py) hit one path of one replica: its path to PgBouncer gets
+latency, resets after a few bytes, a black hole (its connections stranded for good), lost
+replies to COMMIT, or a partition (new connections refused, open ones silent) for one to
+three leases, while its clients still reach it; its path to the model gets slow and thin;
+the webhook workers' path to the receiver gets black-holed.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import psycopg
 
 from tests.chaos.client import Cuts
 from tests.chaos.model import ChaosModel
+from tests.chaos.netproxy import Path
 from tests.chaos.records import now
 from tests.chaos.topology import LEASE_TTL_S, ChaosDeployment, Replica
 
@@ -40,11 +47,22 @@ WEIGHTS = {
     "model_truncate": 1,
     "model_http_500": 1,
     "client_cut": 2,
+    "net_latency": 2,
+    "net_reset": 1,
+    "net_blackhole": 2,
+    "net_lost_reply": 2,
+    "net_partition": 1,
+    "net_slow_model": 1,
+    "net_webhook_blackhole": 1,
 }
 # What a fault takes away while it lasts, for excusing a 5xx: the database, or a replica.
 DATABASE_FAULTS = ("pg_restart_fast", "pg_restart_immediate", "pg_terminate_backends",
                    "pgbouncer_restart")  # fmt: skip
 REPLICA_FAULTS = ("kill9", "sigstop")
+WRITE_RECORDED = b"INSERT INTO tool_executions"
+# On one replica's path to the database: that replica's requests may fail meanwhile.
+NET_DATABASE_FAULTS = ("net_latency", "net_reset", "net_blackhole", "net_lost_reply",
+                       "net_partition")  # fmt: skip
 
 
 @dataclass
@@ -102,6 +120,8 @@ class Injector:
 
     def _plan(self, kind: str) -> Coroutine[Any, Any, None] | None:
         """The fault's coroutine, or None when its target is busy."""
+        if kind in NET_DATABASE_FAULTS or kind == "net_slow_model":
+            return self._plan_net(kind)
         if kind in REPLICA_FAULTS:
             replica = self._free_replica()
             if replica is None:
@@ -114,6 +134,24 @@ class Injector:
             return None
         return self._hold(target, kind, action)
 
+    def _plan_net(self, kind: str) -> Coroutine[Any, Any, None] | None:
+        """A fault on one replica's path. A path that takes the database away (black
+        hole, partition) leaves each pool at least one replica whose path is whole."""
+        cutting = kind in ("net_blackhole", "net_partition")
+        free: list[Path] = []
+        for pool in ("confirm", "direct"):
+            replicas = self.deployment.pool(pool)
+            whole = [r for r in replicas if not {r.name, r.db.name} & self._busy]
+            for r in replicas:
+                path = r.model if kind == "net_slow_model" else r.db
+                if path.name in self._busy or (cutting and len(whole) < 2):
+                    continue
+                free.append(path)
+        if not free:
+            return None
+        path = self.random.choice(free)
+        return self._hold(path.name, kind, lambda f: self._net(kind, path, f))
+
     def _other(self, kind: str) -> tuple[str, Callable[[Fault], Awaitable[None]]]:
         if kind.startswith("pg_restart"):
             return "postgres", lambda f: self._pg_restart(kind.rsplit("_", 1)[-1], f)
@@ -124,13 +162,17 @@ class Injector:
             return "pgbouncer", self._bouncer_restart
         if kind.startswith("model_"):
             return "model", lambda f: self._model(kind.removeprefix("model_"), f)
+        if kind == "net_webhook_blackhole":
+            hooks = self.deployment.webhooks
+            assert hooks is not None
+            return hooks.name, lambda f: self._net(kind, hooks, f)
         return "clients", self._cut
 
     def _free_replica(self) -> Replica | None:
         free = []
         for pool in ("confirm", "direct"):
             replicas = self.deployment.pool(pool)
-            up = [r for r in replicas if r.name not in self._busy]
+            up = [r for r in replicas if not {r.name, r.db.name} & self._busy]
             if len(up) >= 2:  # one stays up in each pool
                 free += up
         return self.random.choice(free) if free else None
@@ -215,6 +257,46 @@ class Injector:
         await asyncio.sleep(seconds)
         self.cuts.disarm()
 
+    async def _net(self, kind: str, path: Path, fault: Fault) -> None:
+        r = self.random
+        lost, resets = path.stats.lost_replies, path.stats.resets
+        if kind == "net_latency":
+            fixed, jitter = r.uniform(0.02, 0.2), r.uniform(0.0, 0.05)
+            fault.note = f"{fixed * 1000:.0f} ms + {jitter * 1000:.0f} ms jitter each way"
+            await asyncio.to_thread(path.latency, (fixed, jitter), (fixed, jitter))
+            seconds = r.uniform(3.0, 10.0)
+        elif kind == "net_reset":
+            n = r.randint(100, 20000)
+            fault.note = f"reset after {n} bytes"
+            await asyncio.to_thread(path.reset_after, n)
+            seconds = r.uniform(0.5, 3.0)
+        elif kind in ("net_blackhole", "net_webhook_blackhole"):
+            await asyncio.to_thread(lambda: path.blackhole(strand=True))
+            seconds = r.uniform(2.0, 8.0)
+        elif kind == "net_lost_reply":
+            # Half of them lose a write's COMMIT reply (its statements go out with it),
+            # the others whichever COMMIT comes first (a run's closing, a checkpoint).
+            after = WRITE_RECORDED if r.random() < 0.5 else None
+            await asyncio.to_thread(path.lost_reply, b"COMMIT", after)
+            seconds = r.uniform(3.0, 8.0)
+        elif kind == "net_partition":
+            await asyncio.to_thread(lambda: path.partition(strand=True))
+            seconds = LEASE_TTL_S * r.uniform(1.0, 3.0)
+        else:  # net_slow_model
+            delay, rate = r.uniform(0.1, 0.4), r.uniform(2000, 8000)
+            fault.note = f"{delay * 1000:.0f} ms down, {rate / 1000:.1f} kB/s"
+            await asyncio.to_thread(path.latency, (0.0, 0.0), (delay, 0.1))
+            await asyncio.to_thread(path.bandwidth, rate)
+            seconds = r.uniform(3.0, 10.0)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            await asyncio.to_thread(path.heal)
+        if kind == "net_lost_reply":
+            fault.note = f"{path.stats.lost_replies - lost} {'write ' if after else ''}replies lost"
+        elif kind == "net_reset":
+            fault.note += f", {path.stats.resets - resets} connections reset"
+
     # --- afterwards ----------------------------------------------------------------------
 
     async def restore(self) -> None:
@@ -222,6 +304,8 @@ class Injector:
         self.model.fault = None
         self.cuts.disarm()
         deployment = self.deployment
+        for path in deployment.net.paths.values():
+            await asyncio.to_thread(path.heal)
         if not deployment.postgres.running:
             await asyncio.to_thread(deployment.postgres.start)
         if deployment.pgbouncer.pid is None:

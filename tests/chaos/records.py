@@ -91,6 +91,7 @@ class Records:
     superseded: set[tuple[str, str]] = field(default_factory=set)  # (thread, content)
     writes: list[Write] = field(default_factory=list)
     deleted: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # thread: (c, s, pool)
+    held: set[str] = field(default_factory=set)  # threads a person accepted
     errors_5xx: list[Http5xx] = field(default_factory=list)
     leaks: list[Leak] = field(default_factory=list)
     completed_at: list[float] = field(default_factory=list)  # each `done` completed

@@ -89,7 +89,8 @@ def markdown(outcome: Outcome, data: dict[str, Any]) -> str:
         "",
         "Settling after the last fault: the customers' last operations were done after"
         f" {data['settle']['clients_done_s']:.1f} s; the system was quiet (every replica"
-        " ready, no run running, no lease held, a fresh read answered in each pool) after "
+        " ready, no run running, no lease held, no webhook pending, a fresh read answered in"
+        " each pool) after "
         + (f"{settled:.1f} s." if settled is not None else "**it never settled**."),
         "",
         "## Invariants (each must be 0)",

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from app.api.auth import issue_token
 from tests.chaos.client import Client, NothingPending
 from tests.chaos.model import NOTED, STORY
 from tests.chaos.records import Turn, Write
+from tests.scale.topology import JWT_SECRET
+
+STAFF = "staff-chaos"
+STAFF_SAYS = "Hello, this is a person from the shop. I am looking into it."
 
 Op = Callable[["Context"], Awaitable[str]]
 
@@ -124,6 +130,50 @@ async def handoff_unconfirmed(ctx: Context) -> str:
     return status
 
 
+@contextmanager
+def as_staff(ctx: Context) -> Iterator[None]:
+    """The client's requests go out as the shop's scripted staff member meanwhile."""
+    token = issue_token(JWT_SECRET, STAFF, role="staff", name="Chaos", ttl_s=24 * 3600)
+    customer, ctx.client.headers = ctx.client.headers, {"Authorization": f"Bearer {token}"}
+    try:
+        yield
+    finally:
+        ctx.client.headers = customer
+
+
+async def _control(ctx: Context, action: str) -> bool:
+    """accept or release, compare-and-set on the version read just before; False when the
+    thread is not in a state for it (read again and tried a few times)."""
+    path = f"/staff/threads/{ctx.thread}/control"
+    with as_staff(ctx):
+        for _ in range(5):
+            control = (await ctx.client.request("GET", path)).json()
+            body = {"action": action, "version": control["version"]}
+            if (await ctx.client.request("POST", path, json=body)).status_code == 200:
+                return True
+    return False
+
+
+async def takeover(ctx: Context) -> str:
+    """A hand-over, a person who accepts it, a customer message the person gets (no
+    agent run while the person holds the thread), the person's reply, the release, and the
+    agent answering again."""
+    c = ctx.client
+    if await ctx.say("[handoff] I want to talk to a human") != "completed":
+        return "not handed off"
+    c.records.writes.append(Write(ctx.thread, ctx.session, c.customer, c.pool, "handoff", "-"))
+    if not await _control(ctx, "accept"):
+        return "not accepted"
+    c.records.held.add(ctx.thread)
+    held = await ctx.say("[note] are you still there?")
+    with as_staff(ctx):
+        body = {"content": STAFF_SAYS, "client_message_id": "staff-1"}
+        await c.request("POST", f"/staff/threads/{ctx.thread}/messages", json=body)
+    if not await _control(ctx, "release"):
+        return f"held message {held}; not released"
+    return f"held message {held}; released, then {await ctx.say('[note] thanks', NOTED)}"
+
+
 async def cancel(ctx: Context) -> str:
     """A long answer, cancelled after a few tokens (from whichever replica the balancer
     picks); `cancelled`, or `completed` when the answer won the race."""
@@ -179,5 +229,6 @@ CONFIRM_OPS: list[tuple[Op, int]] = [
 DIRECT_OPS: list[tuple[Op, int]] = [
     (write_unconfirmed, 6),
     (handoff_unconfirmed, 2),
+    (takeover, 2),
     (read_order, 2),
 ]

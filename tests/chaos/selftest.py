@@ -2,6 +2,13 @@
 
     python -m tests.chaos.selftest [--patch tests/chaos/planted/no-fence.patch]
 
+Planted faults (tests/chaos/planted/), each with the faults that bring it out:
+
+- no-fence.patch: `fence()` does not check the lease (SIGSTOP past the lease, kill -9).
+- lost-commit-told-failed.patch: a write whose connection broke is taken as not done
+  (`nothing was changed`) without reading back what the database holds: its COMMIT may
+  have run, its answer lost (`net_lost_reply`, half of them on a write's COMMIT).
+
 1. `git archive HEAD app` into a temp folder: the committed service, nothing else.
 2. The patch applied to it (`patch -p1`); by default no-fence.patch, which makes `fence()`
    (app/db/leases.py) return without checking the lease: a run that lost its claim commits.
@@ -35,7 +42,10 @@ CAUGHT_BY = {
         "message_stored_twice",
         "write_executed_twice",
     ),
+    "lost-commit-told-failed.patch": ("write_told_failed_but_ran",),
 }
+# The faults each patch is run under (default: the ones that take a claim away).
+FAULTS = {"lost-commit-told-failed.patch": "net_lost_reply"}
 
 
 def planted_copy(patch: Path) -> Path:
@@ -67,13 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if expected is None:
         print(f"chaos-selftest: no known invariant for {args.patch.name}", file=sys.stderr)
         return 1
-    copy = planted_copy(args.patch)
+    copy = planted_copy(args.patch.resolve())  # patch -d changes directory first
     try:
         env = {**os.environ, "FAULTS_APP_ROOT": str(copy)}
         soak = subprocess.run(
             [
                 sys.executable, "-m", "tests.chaos", "--duration", args.duration,
-                "--seed", args.seed, "--gap", args.gap, "--faults", "sigstop,kill9",
+                "--seed", args.seed, "--gap", args.gap,
+                "--faults", FAULTS.get(args.patch.name, "sigstop,kill9"),
                 "--out", str(args.out),
             ],
             cwd=ROOT,

@@ -6,7 +6,7 @@
    until the fault phase is over, while the injector (faults.py) breaks things.
 3. Faults stop; everything is brought back; the customers finish what they were doing and
    stop; then the system must settle: every replica ready, no run running, no lease held,
-   and a fresh read answered through each balancer.
+   no webhook pending, and a fresh read answered through each balancer.
 4. The checker (checker.py) counts every broken promise; the report (report.py) says what
    happened. The exit code is 1 when any count is not 0.
 """
@@ -26,6 +26,7 @@ from tests.chaos.checker import Checker, Invariant
 from tests.chaos.client import Client, Cuts, GaveUp
 from tests.chaos.faults import WEIGHTS, Injector
 from tests.chaos.model import ChaosModel
+from tests.chaos.receiver import WebhookReceiver
 from tests.chaos.records import Records, now
 from tests.chaos.scenarios import CONFIRM_OPS, DIRECT_OPS, Context, Op, read_order
 from tests.chaos.shop import Shop
@@ -114,7 +115,10 @@ async def wait_settled(deployment: ChaosDeployment, records: Records, shop: Shop
                     # A lease of a dead process names its run until the replicas' sweep
                     # frees it, within about three lease TTLs (app/runs/poller.py); one
                     # still there when the settle gives up is the checker's to count.
-                    "SELECT count(*) FROM thread_leases WHERE run_id IS NOT NULL",
+                    # A webhook held by a fault goes out at its next try (a few seconds).
+                    "SELECT (SELECT count(*) FROM thread_leases WHERE run_id IS NOT NULL)"
+                    " + (SELECT count(*) FROM webhook_outbox"
+                    "    WHERE delivered_at IS NULL AND failed_at IS NULL)",
                 )
                 if all(ready) and busy[0][0] == 0:
                     break
@@ -147,15 +151,20 @@ async def soak(settings: Settings) -> Outcome:
     latency = Latency(ttft_ms=30, tokens_per_s=40)
     records = Records()
     cuts = Cuts(rng.randrange(2**32))
-    with ScriptedModelServer(model, latency=latency, record=False) as server:
-        deployment = ChaosDeployment(server.base_url, logs)
+    receiver = WebhookReceiver()
+    with ScriptedModelServer(model, latency=latency, record=False) as server, receiver:
+        deployment = ChaosDeployment(
+            server.base_url, logs, receiver.port, seed=rng.randrange(2**32)
+        )
         try:
             await asyncio.to_thread(deployment.start)  # migrations run their own loop
             await asyncio.to_thread(shop.insert, deployment.postgres.url)
             injector = Injector(
                 deployment, model, cuts, rng.randrange(2**32), settings.kinds, settings.gap_s
             )
-            outcome = await _drive(settings, deployment, shop, records, cuts, injector, rng)
+            outcome = await _drive(
+                settings, deployment, shop, records, cuts, injector, rng, receiver
+            )
         finally:
             _keep_logs(deployment, logs)
             await asyncio.to_thread(deployment.cleanup)
@@ -171,6 +180,7 @@ async def _drive(
     cuts: Cuts,
     injector: Injector,
     rng: random.Random,
+    receiver: WebhookReceiver,
 ) -> Outcome:
     stop = asyncio.Event()
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
@@ -204,7 +214,14 @@ async def _drive(
     settled_s = now() - ended if settled else None
     for http in https.values():
         await http.aclose()
-    checker = Checker(deployment.postgres, deployment.url("confirm"), records, injector.log)
+    for path in deployment.net.paths.values():
+        for name, n in vars(path.stats).items():
+            if name in ("resets", "lost_replies", "refused") and n:
+                key = f"proxy: {name.replace('_', ' ')} ({path.name.split()[-1]} paths)"
+                records.events[key] += n
+    checker = Checker(
+        deployment.postgres, deployment.url("confirm"), records, injector.log, receiver
+    )
     invariants = await asyncio.to_thread(checker.run)
     records.events.update({f"checker: {k}": n for k, n in checker.info.items()})
     if checker.evidence:

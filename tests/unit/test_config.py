@@ -16,6 +16,20 @@ class TestSettings:
         s = Settings(db_prepare_threshold="7", _env_file=None)  # type: ignore[call-arg,arg-type]
         assert s.db_prepare_threshold == 7
 
+    @pytest.mark.parametrize("value", ["none", "off", ""])
+    def test_db_call_deadline_none_turns_the_cut_off(self, value: str) -> None:
+        s = Settings(db_call_deadline_s=value, _env_file=None)
+        assert s.db_call_deadline_s is None
+
+    def test_db_network_settings_reach_libpq(self) -> None:
+        from app.db.pool import network_settings
+
+        s = Settings(db_connect_timeout_s=4, db_keepalives_idle_s=7, _env_file=None)
+        found = network_settings(s)
+        assert found["connect_timeout"] == 4
+        assert found["keepalives"] == 1 and found["keepalives_idle"] == 7
+        assert found["tcp_user_timeout"] == s.db_tcp_user_timeout_ms
+
     @pytest.mark.parametrize("field", ["thread_ttl_days", "history_keep_days"])
     @pytest.mark.parametrize("value", ["none", "Off", " null ", ""])
     def test_retention_rule_none_keeps_for_ever(self, field: str, value: str) -> None:
