@@ -112,7 +112,8 @@ def loyalty_app() -> Starlette:
     def note(ctx: Context, tool: str, args: dict[str, Any]) -> str | None:
         headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
         meta = ctx.request_context.meta or {}
-        key = meta.get("cs-agent/idempotency-key")
+        found = meta.get("cs-agent/idempotency-key")
+        key = found if isinstance(found, str) else None
         request = ctx.request_context.request
         peer = getattr(request, "client", None)
         books.record(tool, args, key, headers.get("x-customer-token"), headers, peer)
