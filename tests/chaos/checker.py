@@ -163,14 +163,15 @@ class Checker:
     def told_failed_but_ran(self) -> None:
         v = self._new(
             "write_told_failed_but_ran",
-            'a write that committed, recorded and told as failed ("nothing was changed")'
-            " under the same idempotency key: e.g. its COMMIT ran and the answer was lost",
+            'a write that committed, then recorded and told as failed ("nothing was'
+            ' changed") under the same key: its COMMIT ran, the answer was lost. A failure'
+            " before the commit was true (a try rolled back, the key run again later)",
         )
         for key, thread, tool in self.pg.query(
             "SELECT e.idempotency_key, e.thread_id, e.tool_name FROM tool_executions e"
             " WHERE e.ok AND EXISTS (SELECT 1 FROM audit_log a"
             "  WHERE a.idempotency_key = e.idempotency_key AND NOT a.ok"
-            "  AND a.outcome LIKE %s)",
+            "  AND a.created_at > e.created_at AND a.outcome LIKE %s)",
             ("%nothing was changed%",),
         ):
             v.add(f"{thread}: {tool} ran under {key}, and was told as not done")
