@@ -184,6 +184,8 @@ class WebhookWorker:
         return [self.delivery, Loop("webhook housekeeping", self.housekeep, HOUSEKEEPING_EVERY_S)]
 
     async def close(self) -> None:
+        if self.delivery is not None:  # no delivery with the client closed under it
+            await self.delivery.stop()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
