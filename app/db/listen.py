@@ -51,9 +51,10 @@ class Listener:
                 raise
             except Exception as error:
                 log.warning("LISTEN connection lost", error_type=type(error).__name__)
+            # a connection that was up starts the back-off over; failed connects lengthen it
+            failures = 0 if self.connected.is_set() else failures + 1
             self._listening(False)
             await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
-            failures += 1
 
     async def _listen_once(self) -> None:
         # Keepalives: a connection that went silent (a NAT dropped it) is found dead and

@@ -48,7 +48,7 @@ class ThreadFeed:
         # no query while no page follows a thread.
         self.loop = Loop(
             "thread feed",
-            self._poll_safely,
+            self.poll,  # a failed poll is logged by the loop and tried again
             poll_s,
             when=lambda: bool(self._followers),
             jitter=False,
@@ -74,13 +74,6 @@ class ThreadFeed:
 
     async def close(self) -> None:
         await self.loop.stop()
-
-    async def _poll_safely(self) -> bool:
-        try:
-            return await self.poll()
-        except Exception as error:  # the database is away: the pages wait, try again
-            log.warning("could not poll thread events", error_type=type(error).__name__)
-            return False
 
     async def poll(self) -> bool:
         """One query for every followed thread; True when a thread had a full batch."""
