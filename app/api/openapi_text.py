@@ -44,8 +44,9 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         "Send exactly one of `checkpoint_id` (as /history lists them) or `message_id` (as "
         'the state\'s `messages` carry ids). `{"message_id": ...}` rewinds to just before '
         "that message: it and everything after it leave the thread, so the customer can "
-        "write it again. The earlier checkpoints stay in history. 409 while a run holds the "
-        "thread.",
+        "write it again. The earlier checkpoints stay in history. A message a rewind already "
+        "took away (it is only on an older branch) changes nothing, so a retried or late copy "
+        "of a rewind never takes the turns after it. 409 while a run holds the thread.",
     ),
     "DELETE /threads/{session_id}": (
         "Delete a thread",

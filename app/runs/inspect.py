@@ -167,17 +167,30 @@ class ThreadInspector:
         next_cursor = items[limit - 1]["checkpoint_id"] if len(items) > limit else None
         return {"items": items[:limit], "next_cursor": next_cursor}
 
-    async def _checkpoint_before_message(self, thread_id: str, message_id: str) -> str:
-        """The newest checkpoint whose messages do not yet hold `message_id`."""
-        seen = False
+    async def _checkpoint_before_message(self, thread_id: str, message_id: str) -> str | None:
+        """The newest checkpoint on the thread's current branch whose messages do not yet hold
+        `message_id`; None when the message is only on an older branch (a rewind already took
+        it away: a retried or late copy of that rewind must not rewind again and take the
+        turns after it)."""
+        on_branch: str | None = None  # the next checkpoint of the current branch, newest first
+        seen_on_branch = seen_elsewhere = False
         async for snap in self.graph.aget_state_history(_config(thread_id)):
+            cid = _checkpoint_id(snap.config)
+            if on_branch is None and not seen_on_branch:
+                on_branch = cid  # the newest checkpoint is the head
             ids = {m.id for m in (snap.values or {}).get("messages", [])}
+            if cid != on_branch:
+                seen_elsewhere = seen_elsewhere or message_id in ids
+                continue
             if message_id in ids:
-                seen = True
-            elif seen:
-                cid = _checkpoint_id(snap.config)
-                assert cid is not None
+                seen_on_branch = True
+            elif seen_on_branch:
                 return cid
+            on_branch = _checkpoint_id(snap.parent_config)
+            if on_branch is None:
+                break
+        if seen_elsewhere:
+            return None
         raise NotFound("no user message with that id in this thread", code="message_not_found")
 
     async def rewind(
@@ -194,6 +207,9 @@ class ThreadInspector:
         async with self._holding(thread_id, "rewind"):
             if message_id is not None:
                 checkpoint_id = await self._checkpoint_before_message(thread_id, message_id)
+                if checkpoint_id is None:  # already rewound away: nothing to do
+                    snapshot = await self.graph.aget_state(_config(thread_id))
+                    return await self._view(snapshot, thread_id, session_id, role, user_id)
             target = await self.graph.aget_state(_config(thread_id, checkpoint_id))
             if _checkpoint_id(target.config) != checkpoint_id or target.created_at is None:
                 raise NotFound("checkpoint not found", code="checkpoint_not_found")
