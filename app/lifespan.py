@@ -35,6 +35,7 @@ from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
 from app.policies.texts import PolicyTexts
+from app.runs.admission import ADMIT_TICK_S
 from app.runs.archive import PgTranscriptArchive
 from app.runs.control import Controls
 from app.runs.feed import ThreadFeed
@@ -158,6 +159,8 @@ def add_loops(
 ) -> None:
     """The process's background work, all of it (app/background.py)."""
     background.add(leases.heartbeat)
+    if runs.admission.on:  # the event loop's lag, and the turns admitted at once
+        background.add(Loop("admission", runs.admission.tick, ADMIT_TICK_S, jitter=False))
     for loop in runs.requests.loops():  # cancels and log requests, log pruning, dead runs
         background.add(loop)
     background.add(feed.loop)

@@ -67,6 +67,7 @@ class Instruments:
     tool_results: Counter
     thread_busy: Counter
     rate_limited: Counter
+    overloaded: Counter
     breaker_trips: Counter
     confirmations: Counter
     active_runs: Gauge
@@ -129,6 +130,10 @@ def instruments() -> Instruments:
         thread_busy=Counter(
             "cs_agent_thread_busy_total", "Requests refused because the thread had a run."
         ),
+        overloaded=Counter(
+            "cs_agent_overloaded_total",
+            "Posts and resumes refused because the worker was serving all it could (503).",
+        ),
         rate_limited=Counter(
             "cs_agent_rate_limited_total",
             "Requests refused by a rate limit or budget, by limit.",
@@ -186,6 +191,7 @@ def _child(metric: Any, *labels: str) -> Any:
 _BY_NAME: dict[str, Callable[[Instruments], Counter]] = {
     "cs_agent_thread_busy_total": lambda i: i.thread_busy,
     "cs_agent_rate_limited_total": lambda i: i.rate_limited,
+    "cs_agent_overloaded_total": lambda i: i.overloaded,
 }
 
 

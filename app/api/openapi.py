@@ -32,7 +32,8 @@ ERRORS = {
     "422": "A parameter or a field is invalid (`validation_error`, or a typed code such as "
     "`client_json_invalid`); `message` says which and why.",
     "429": "A rate limit or the daily token budget is spent (`rate_limited`); `Retry-After`.",
-    "503": "The database is unavailable for a moment (`database_unavailable`); `Retry-After`.",
+    "503": "The database is unavailable for a moment (`database_unavailable`), or, on a post "
+    "or a resume, the replica is serving all the turns it can (`overloaded`); `Retry-After`.",
 }
 NO_DATABASE = frozenset({"/healthz"})  # answered from the process alone
 

@@ -28,6 +28,7 @@ from app.fencing import Lease
 from app.identity import Principal
 from app.metrics import Metrics, lock_wait, timed
 from app.policies.texts import PolicyTexts
+from app.runs.admission import Admission
 from app.runs.executor import Executor
 from app.runs.held import HeldThreads
 from app.runs.leases import ThreadLeases
@@ -78,6 +79,13 @@ class RunService:
             policies=policies,
         )
         self.held = HeldThreads(graph, settings, repo, leases)
+        self.admission = Admission(
+            lambda: len(self.executor.live),
+            max_turns=settings.admit_max_turns,
+            max_lag_ms=settings.admit_max_lag_ms,
+            pool_waiting=lambda: int(repo.pool.get_stats().get("requests_waiting", 0)),
+            refused=lambda: metrics.add("cs_agent_overloaded_total"),
+        )
         self.requests = RunRequests(
             repo,
             self.executor.live,

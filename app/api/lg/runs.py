@@ -95,6 +95,13 @@ async def _start(
     if not is_our_assistant(body.assistant_id):
         raise NotFound("assistant not found", code="assistant_not_found")
     check_supported(body)
+    with services.runs.admission.admit():  # before any connection (app/runs/admission.py)
+        return await _open(request, body, thread, user, services)
+
+
+async def _open(
+    request: Request, body: RunCreate, thread: ThreadRef, user: Principal, services: Services
+) -> tuple[Run | dict[str, Any], RunInfo]:
     modes = stream_modes(body.stream_mode)
     metadata = stored_part(body.metadata)
     webhook = await checked_webhook(body.webhook, services.settings) if body.webhook else None

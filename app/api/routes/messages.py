@@ -59,9 +59,10 @@ async def post_message(
     # ServicesDep): FastAPI's resolution of each costs ~25 us, on the route every turn takes.
     thread = ThreadRef.of(user, session_id)
     services = services_of(request)
-    outcome = await services.runs.post_message(
-        user, thread.id, thread.session_id, body.content, body.client_message_id
-    )
+    with services.runs.admission.admit():  # before any connection (app/runs/admission.py)
+        outcome = await services.runs.post_message(
+            user, thread.id, thread.session_id, body.content, body.client_message_id
+        )
     return await _respond(request, outcome, thread.session_id, services.settings.sse_heartbeat_s)
 
 
@@ -76,7 +77,8 @@ async def resume(
 ) -> Response:
     thread = ThreadRef.of(user, session_id)
     services = services_of(request)
-    if await services.repo.thread(thread.id) is None:
-        raise thread_not_found()
-    run = await services.runs.resume(user, thread.id, thread.session_id, body.decision)
+    with services.runs.admission.admit():
+        if await services.repo.thread(thread.id) is None:
+            raise thread_not_found()
+        run = await services.runs.resume(user, thread.id, thread.session_id, body.decision)
     return await _respond(request, run, thread.session_id, services.settings.sse_heartbeat_s)

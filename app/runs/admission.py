@@ -1,0 +1,110 @@
+"""Admission: past what a worker can serve, refuse a turn early and cheaply.
+
+Letting every turn in past the machine's knee makes all of them slow at once: the event loop
+falls behind, each turn holds its pooled connections longer, waits for a connection pass
+DB_POOL_TIMEOUT_S, tools fail for want of one and the model answers from the error. So a
+post (or a resume) is admitted only while this worker keeps up, and refused otherwise with
+`503 overloaded` and `Retry-After`, before it takes a pooled connection or calls the model.
+
+What "keeps up" means is measured, not configured per machine: a loop every
+ADMIT_TICK_S notes how late the event loop woke it (the lag every coroutine of the worker
+sees) and whether requests wait for a pooled connection. The number of turns the worker
+admits at once (`limit`) adapts to them, as TCP's window does: while the loop is on time
+and the limit is what holds turns back, it grows by one a tick; when the lag passes
+ADMIT_MAX_LAG_MS, or requests wait for a pooled connection on two ticks running, it
+shrinks to 90% of the turns in flight, at most once per ADMIT_BACKOFF_S (the time a cut
+takes to show). ADMIT_MAX_TURNS caps it
+(memory, the model's own concurrency). On a faster machine the lag stays low at more turns
+in flight, so the limit settles higher; a slow model keeps turns in flight without lag, so
+it does not shrink the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from app.errors import AppError
+
+ADMIT_TICK_S = 0.1
+ADMIT_BACKOFF_S = 0.5
+MIN_LIMIT = 4.0  # never so low that a recovering worker cannot learn it is well again
+SHRINK = 0.9
+RETRY_AFTER_S = 2
+
+
+class Overloaded(AppError):
+    """503: this replica is serving all the turns it can; retry after `Retry-After`."""
+
+    status_code = 503
+    code = "overloaded"
+
+    def __init__(self, retry_after_s: int = RETRY_AFTER_S) -> None:
+        super().__init__("the service is busy right now; please retry in a few seconds")
+        self.headers = {"Retry-After": str(retry_after_s)}
+        self.details = {"retry_after_s": retry_after_s}
+
+
+class Admission:
+    def __init__(
+        self,
+        live: Callable[[], int],
+        *,
+        max_turns: int,
+        max_lag_ms: float,
+        pool_waiting: Callable[[], int] | None = None,
+        refused: Callable[[], None] | None = None,
+    ) -> None:
+        self.live = live  # turns this worker runs now
+        self.max_turns = float(max_turns)
+        self.max_lag_s = max_lag_ms / 1000
+        self.pool_waiting = pool_waiting
+        self.refused = refused
+        self.on = max_turns > 0
+        self.limit = self.max_turns
+        self.opening = 0  # admitted, not yet running (opening their run)
+        self.lag_s = 0.0
+        self._due = 0.0  # when the last tick expected to wake
+        self._cut_at = 0.0
+        self._waiting = False
+
+    def in_flight(self) -> int:
+        return self.live() + self.opening
+
+    @contextlib.contextmanager
+    def admit(self) -> Iterator[None]:
+        """Around the opening of a turn: refused (Overloaded) when the worker is full."""
+        if self.on and self.in_flight() >= self.limit:
+            if self.refused is not None:
+                self.refused()
+            raise Overloaded()
+        self.opening += 1
+        try:
+            yield
+        finally:
+            self.opening -= 1
+
+    async def tick(self) -> None:
+        """The loop's step (every ADMIT_TICK_S): the lag since the last one, and the limit."""
+        now = time.monotonic()
+        self.lag_s = max(0.0, now - self._due) if self._due else 0.0
+        self._due = now + ADMIT_TICK_S
+        # a wait seen on two ticks in a row: a burst's wait is over by the next one
+        waiting = self.pool_waiting() > 0 if self.pool_waiting is not None else False
+        queued, self._waiting = waiting and self._waiting, waiting
+        in_flight = self.in_flight()
+        if self.lag_s > self.max_lag_s or queued:
+            if now - self._cut_at >= ADMIT_BACKOFF_S:
+                self._cut_at = now
+                self.limit = max(MIN_LIMIT, min(self.limit, in_flight) * SHRINK)
+        elif in_flight >= self.limit - 1:
+            self.limit = min(self.max_turns, self.limit + 1)
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "limit": round(self.limit, 1),
+            "in_flight": self.in_flight(),
+            "lag_ms": round(1000 * self.lag_s, 1),
+        }

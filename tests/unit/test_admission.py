@@ -1,0 +1,78 @@
+"""How the number of turns a worker admits follows its event loop (app/runs/admission.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.background import Loop
+from app.runs.admission import ADMIT_TICK_S, MIN_LIMIT, Admission, Overloaded
+
+
+class Turns:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> int:
+        return self.n
+
+
+async def test_a_blocked_event_loop_cuts_the_limit_to_below_the_turns_in_flight() -> None:
+    turns = Turns()
+    admission = Admission(turns, max_turns=100, max_lag_ms=50)
+    loop = Loop("admission", admission.tick, ADMIT_TICK_S, jitter=False)
+    loop.start()
+    try:
+        await asyncio.sleep(0.25)
+        assert admission.limit == 100  # on time: no cut
+        turns.n = 40
+        time.sleep(0.2)  # noqa: ASYNC251 (the worker's CPU is spoken for: every coroutine waits)
+        await asyncio.sleep(0.05)
+        assert admission.lag_s >= 0.1
+        assert admission.limit == pytest.approx(36)  # 90% of what was in flight
+        with pytest.raises(Overloaded), admission.admit():
+            pass
+    finally:
+        await loop.stop()
+
+
+async def test_the_limit_grows_back_one_a_tick_while_it_is_what_holds_turns_back() -> None:
+    turns = Turns()
+    admission = Admission(turns, max_turns=50, max_lag_ms=50)
+    admission.limit = 10
+    for _ in range(5):
+        turns.n = int(admission.limit)  # full: arrivals take every place it has
+        await admission.tick()
+    assert admission.limit == 15
+    turns.n = 2  # far below the limit: nothing to learn, it stays
+    for _ in range(5):
+        await admission.tick()
+    assert admission.limit == 15
+
+
+async def test_waits_for_a_connection_on_two_ticks_running_cut_the_limit_once_a_backoff() -> None:
+    turns = Turns()
+    turns.n = 30
+    waiting = [0]
+    admission = Admission(turns, max_turns=50, max_lag_ms=1000, pool_waiting=lambda: waiting[0])
+    waiting[0] = 3
+    await admission.tick()
+    assert admission.limit == 50  # one tick's wait is a burst
+    await admission.tick()
+    assert admission.limit == pytest.approx(27)
+    await admission.tick()
+    assert admission.limit == pytest.approx(27)  # the cut has not had time to show
+    waiting[0] = 0
+
+
+def test_never_below_the_floor_and_off_at_zero() -> None:
+    admission = Admission(lambda: 0, max_turns=0, max_lag_ms=50)
+    with admission.admit():  # off: everything is admitted
+        assert admission.in_flight() == 1
+    assert admission.in_flight() == 0
+    low = Admission(lambda: 1, max_turns=10, max_lag_ms=0.001)
+    low._due = time.monotonic() - 1  # a tick a second late
+    asyncio.run(low.tick())
+    assert low.limit == MIN_LIMIT
