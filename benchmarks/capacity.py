@@ -49,6 +49,7 @@ from benchmarks.stats import median, p95, percentile
 if TYPE_CHECKING:
     from benchmarks.run import Bench
 
+REFUSED = "http 503 overloaded"  # benchmarks/client.py's error for a refused post
 HOLD_RATIO = 1.2  # a level holds when its p95 turn time is within this of one customer's
 MAX_ERROR_SHARE = 0.01
 
@@ -397,7 +398,14 @@ def summarise_level(raw: dict[str, Any], samples: list[dict[str, Any]]) -> dict[
         return {"mean": sum(values) / len(values), "p95": p95(values), "max": max(values)}
 
     probe_keys = [k for s in window for k in s if k != "t"]
+    # Overload (app/runs/admission.py): refused posts are answered at once, and count apart
+    refused = [t["latency_ms"] for t in turns if str(t.get("error")).startswith(REFUSED)]
+    wrong = sum(1 for t in turns if t.get("error") == "wrong answer")
     return {
+        "refused": len(refused),
+        "refused_ms": {"p50": median(refused), "p95": p95(refused), "max": max(refused or [0])},
+        "admitted_errors": errors - len(refused),
+        "wrong_answers": wrong,
         "target_open": raw.get("target_open"),
         "open_mean": sum(s["open"] for s in gen) / len(gen) if gen else 0.0,
         "in_flight_mean": sum(s["in_flight"] for s in gen) / len(gen) if gen else 0.0,
@@ -585,12 +593,15 @@ class Capacity:
                 break
         return time.monotonic() - started
 
-    def search(self, name: str, url: str, pids: dict[str, int]) -> dict[str, Any]:
-        """From the plan's first level up while levels hold, or down until one holds."""
+    def search(
+        self, name: str, url: str, pids: dict[str, int], every: bool = False
+    ) -> dict[str, Any]:
+        """From the plan's first level up while levels hold, or down until one holds
+        (`every`: each level of the plan, lowest first, to see past the knee)."""
         base = self.baseline(name, url)
         limit = HOLD_RATIO * base["p95_ms"]
         levels = sorted(self.plan.capacity_levels)
-        i = levels.index(self.plan.capacity_start)
+        i = 0 if every else levels.index(self.plan.capacity_start)
         tried: dict[int, dict[str, Any]] = {}
 
         def holds(entry: dict[str, Any]) -> bool:
@@ -605,7 +616,7 @@ class Capacity:
             entry["holds"] = holds(entry)
             entry["p95_ratio"] = entry["p95_ms"] / base["p95_ms"] if base["p95_ms"] else 0.0
             tried[levels[i]] = entry
-            direction = 1 if entry["holds"] else -1
+            direction = 1 if entry["holds"] or every else -1
             if step and direction != step:
                 break
             step = direction
@@ -620,7 +631,12 @@ class Capacity:
         }
 
 
-def section(bench: Bench, profile: dict[str, Any], only: Sequence[str] = ("ours", "peer")) -> None:
+def section(
+    bench: Bench,
+    profile: dict[str, Any],
+    only: Sequence[str] = ("ours", "peer"),
+    every: bool = False,
+) -> None:
     """Realistic capacity (issue 26): ours with the shipped defaults and the peer."""
     import psycopg
 
@@ -698,7 +714,7 @@ def section(bench: Bench, profile: dict[str, Any], only: Sequence[str] = ("ours"
             proc_name = f"{name}@capacity"
             pids = {name: bench.procs[proc_name].pid, "model": bench.procs[model].pid}
             cap.baseline(name, url, 6)  # warm-up: connections, prepared statements, caches
-            results["systems"][name] = cap.search(name, url, pids)
+            results["systems"][name] = cap.search(name, url, pids, every)
             bench.stop(proc_name)
         bench.results["capacity"] = results
     finally:
@@ -727,7 +743,7 @@ def run_alone(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     bench = Bench(plan, out, os.environ.get("DATABASE_URL") or DEFAULT_ADMIN_URL)
     try:
-        section(bench, PROFILES["realistic"], args.systems.split(","))
+        section(bench, PROFILES["realistic"], args.systems.split(","), args.every)
     finally:
         bench.stop_all()
     (out / "results.json").write_text(json.dumps(bench.results, indent=1, default=str))
@@ -770,6 +786,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     alone.add_argument("--levels", help="comma-separated open conversations (overrides)")
     alone.add_argument("--start", type=int, help="the level to start from")
     alone.add_argument("--systems", default="ours,peer", help="comma-separated: ours, peer")
+    alone.add_argument(
+        "--every", action="store_true", help="run every level (past the knee: overload)"
+    )
     seed = sub.add_parser("seed", help="migrate and load a shop of --customers customers")
     seed.add_argument("--database-url", required=True)
     seed.add_argument("--customers", type=int, default=2000)

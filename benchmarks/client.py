@@ -160,6 +160,11 @@ class TurnResult:
         return asdict(self)
 
 
+# The first word of benchmarks/policy.py's answer when the order lookup failed (a turn that
+# "completed" wrong); a word, as the answer streams a few words a token event.
+WRONG_ANSWER = "Sorry"
+
+
 class OurClient:
     """POST /threads/{session}/messages with a bearer token; SSE events run..done."""
 
@@ -181,10 +186,14 @@ class OurClient:
         done: dict[str, Any] | None = None
         error: str | None = None
 
+        answer: list[str] = []
+
         def on_event(sse: SSE) -> None:
             nonlocal ttft, error, done
-            if sse.event == "token" and ttft is None:
-                ttft = (time.perf_counter() - t0) * 1000
+            if sse.event == "token":
+                if ttft is None:
+                    ttft = (time.perf_counter() - t0) * 1000
+                answer.append(sse.data)
             elif sse.event == "error":
                 error = "sse error: " + json.loads(sse.data).get("code", "?")
             elif sse.event == "done":
@@ -198,6 +207,9 @@ class OurClient:
         latency = (time.perf_counter() - t0) * 1000
         if error is None and (done is None or done.get("status") != "completed"):
             error = f"status {done.get('status') if done else 'no done event'}"
+        if error is None and any(WRONG_ANSWER in part for part in answer):
+            # completed, but the model answered from a failed tool (e.g. no pooled connection)
+            error = "wrong answer"
         usage = (done or {}).get("usage") or {}
         return TurnResult(
             start=wall,
@@ -269,18 +281,30 @@ async def read_stream(
             status, fields, keep = await read_head(reader)
             opened = time.time()
             parser = SSEParser()
+            refusal = b""
             async for chunk in read_body(reader, fields):
                 if status == 200:
                     for sse in parser.feed(chunk):
                         events += 1
                         on_event(sse)
+                else:
+                    refusal += chunk
             reuse = keep  # a body read to EOF leaves the reader at EOF: release closes it
     except ERRORS as exc:  # TimeoutError is an OSError
         return opened, events, type(exc).__name__
     finally:
         if conn is not None:
             http.release(conn, reuse)
-    return opened, events, None if status == 200 else f"http {status}"
+    return opened, events, None if status == 200 else f"http {status}{error_code(refusal)}"
+
+
+def error_code(body: bytes) -> str:
+    """` overloaded`, ` database_unavailable`...: the code of our JSON error body, if any."""
+    try:
+        code = json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    return f" {code}" if isinstance(code, str) else ""
 
 
 def http_client(base_url: str, connections: int) -> Pool:

@@ -578,6 +578,42 @@ def _probe(level: dict[str, Any], key: str, stat: str, digits: int = 0) -> str:
     return NA if value is None else fmt(value, digits)
 
 
+def _overload(c: dict[str, Any]) -> list[str]:
+    """Levels where posts were refused (app/runs/admission.py): what the admitted turns got."""
+    rows = [
+        (name, n, e)
+        for name, s in c["systems"].items()
+        for n, e in s["levels"].items()
+        if e.get("refused")
+    ]
+    if not rows:
+        return []
+    lines = [
+        "",
+        "Overload: levels where posts were refused with `503 overloaded` (a refused customer"
+        " thinks and sends the next message; no retry). *Best below* is the highest turns/s"
+        " of a lower level of the same system; errors and wrong answers (a turn that"
+        " completed with the model's apology for a failed lookup) are among admitted turns.",
+        "",
+        "| system | open | turns/s (admitted, completed) | of best below | refused / posts"
+        " | refusal p50 / p95 / max ms | admitted errors | wrong answers | admitted p95 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, n, e in rows:
+        below = [
+            x["turns_per_s"] for m, x in c["systems"][name]["levels"].items() if int(m) < int(n)
+        ]
+        best = max(below) if below else float("nan")
+        ms = e["refused_ms"]
+        lines.append(
+            f"| {name} | {int(n):,} | {e['turns_per_s']:.1f} | {e['turns_per_s'] / best:.0%}"
+            f" | {e['refused']} / {e['turns']} | {fmt(ms['p50'], 1)} / {fmt(ms['p95'], 1)} /"
+            f" {fmt(ms['max'], 1)} | {e['admitted_errors']} | {e['wrong_answers']}"
+            f" | {fmt(e['p95_ms'], 0)} |"
+        )
+    return lines
+
+
 def section_capacity(r: dict[str, Any]) -> list[str]:
     """Realistic capacity (benchmarks/capacity.py): open conversations held, ours and peer."""
     c = r.get("capacity")
@@ -633,6 +669,7 @@ def section_capacity(r: dict[str, Any]) -> list[str]:
                 f" | {fmt(e.get('service_cpu_ms_per_turn', float('nan')), 1)}"
                 f" | {'yes' if e['holds'] else 'no'} |"
             )
+    lines += _overload(c)
     lines += [
         "",
         "What could queue, sampled once a second during each level's measured window"
