@@ -15,6 +15,7 @@ seen every piece before it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -89,20 +90,30 @@ class Run:
     def ended(self) -> bool:
         return bool(self.log) and isinstance(self.log[-1][1], Done)
 
-    async def follow(self, after: int = 0) -> AsyncIterator[list[Sequenced]]:
+    async def follow(self, after: int = 0, frame_s: float = 0.0) -> AsyncIterator[list[Sequenced]]:
         """The events after id `after`, as they come: each batch is everything appended
         since the last one, until `done`. Any number of readers may follow one run; one
-        that leaves before the end gets the log shipped, so it can come back anywhere."""
+        that leaves before the end gets the log shipped, so it can come back anywhere.
+
+        `frame_s` (SSE_FRAME_MS): a token that follows a token waits up to that long for
+        the next ones to join its frame (`emit` merges them), so a model at 40 tokens a
+        second sends half the frames; a reader cannot see 30 ms. The first token of an
+        answer and any other event go at once, and so does a held token when one arrives."""
         cursor = after
+        streaming = False  # the last batch sent ended with a token
         try:
             while True:
                 appended = self._appended
                 if cursor < len(self.log):
+                    if streaming and frame_s > 0:
+                        await self._gather_tokens(frame_s)
                     batch = self.take(cursor)
                     cursor = len(self.log)
                     yield batch
-                    if isinstance(batch[-1][1], Done):
+                    last = batch[-1][1]
+                    if isinstance(last, Done):
                         return
+                    streaming = isinstance(last, Token)
                     continue
                 if self.ended:
                     return
@@ -110,3 +121,13 @@ class Run:
         finally:
             if not self.ended and self.shipper is not None:
                 self.shipper.start()
+
+    async def _gather_tokens(self, frame_s: float) -> None:
+        """Wait up to `frame_s` while the log ends with a token (more may join it)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + frame_s
+        while isinstance(self.log[-1][1], Token) and (left := deadline - loop.time()) > 0:
+            appended = self._appended
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await appended.wait()

@@ -70,7 +70,11 @@ class TestStreamContract:
             Script(
                 [
                     Reply.call("get_order_details", order_id=PENDING_ORDER),
-                    Reply.say("Your order is pending and on its way soon."),
+                    # paced as a model is (SSE_FRAME_MS joins tokens closer than 30 ms)
+                    Reply.say(
+                        "Your order is pending and on its way soon.",
+                        latency=Latency(tokens_per_s=20),
+                    ),
                 ]
             )
         )

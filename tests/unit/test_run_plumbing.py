@@ -4,6 +4,7 @@ bookkeeping applied before the model call, and SSE batching."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 
@@ -155,6 +156,52 @@ class TestTokenMerging:
         run.emit(call)
         run.emit(Token(text="b"))
         assert run.log == [(1, Token(text="a")), (2, call), (3, Token(text="b"))]
+
+
+class TestFrames:
+    """SSE_FRAME_MS: a token after a token waits a little for the next ones to join it."""
+
+    async def paced(self, run: Run, texts: list[str], every_s: float) -> None:
+        for text in texts:
+            await asyncio.sleep(every_s)
+            run.emit(Token(text=text))
+        run.emit(Done(status="completed"))
+
+    async def test_tokens_at_40_a_second_go_two_a_frame_and_the_first_at_once(self) -> None:
+        run = Run(run_id="r", thread_id="u:s", session_id="s")
+        words = [f"w{i} " for i in range(12)]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        model = asyncio.create_task(self.paced(run, words, 0.025))
+        frames: list[tuple[float, list[Any]]] = []
+        async for batch in run.follow(frame_s=0.03):
+            frames.append((loop.time() - started, batch))
+        await model
+        tokens = [e for _, b in frames for _, e in b if isinstance(e, Token)]
+        assert "".join(t.text for t in tokens) == "".join(words)  # nothing lost or reordered
+        assert len(tokens) <= 8  # about half of 12 (timer slack allowed)
+        assert frames[0][1] == [(1, Token(text="w0 "))]
+        assert frames[0][0] < 0.025 + 0.02  # the first token did not wait for company
+        ids = [seq for _, b in frames for seq, _ in b]
+        assert ids == list(range(1, len(ids) + 1))
+
+    async def test_done_ends_the_wait_at_once(self) -> None:
+        run = Run(run_id="r", thread_id="u:s", session_id="s")
+        reader = run.follow(frame_s=5.0)
+        run.emit(Token(text="a"))
+        assert await anext(reader) == [(1, Token(text="a"))]
+        run.emit(Token(text="b"))
+        run.emit(Done(status="completed"))
+        batch = await asyncio.wait_for(anext(reader), 1.0)  # not 5 s
+        assert batch == [(2, Token(text="b")), (3, Done(status="completed"))]
+
+    async def test_without_a_frame_time_each_token_goes_as_it_comes(self) -> None:
+        run = Run(run_id="r", thread_id="u:s", session_id="s")
+        model = asyncio.create_task(self.paced(run, ["a", "b", "c", "d"], 0.02))
+        batches = [b async for b in run.follow()]
+        await model
+        tokens = [e for b in batches for _, e in b if isinstance(e, Token)]
+        assert [t.text for t in tokens] == ["a", "b", "c", "d"]  # each token its own event
 
 
 class TestCacheTags:

@@ -197,7 +197,7 @@ def _source(
     """The run's whole log as it comes, and how far it has got now (None: not known here)."""
     run = services.runs.live(run_id)
     if run is not None and run.thread_id == thread.id:
-        return run.follow(0), len(run.log)
+        return run.follow(0, services.settings.sse_frame_ms / 1000), len(run.log)
     return follow_stored(services.repo, thread.id, run_id, 0), None
 
 

@@ -13,6 +13,7 @@ from app.api.routes.common import JSON_ERRORS, require_json
 from app.api.routes.runs import run_location
 from app.api.schemas import MessageIn, ResumeIn, TurnResult
 from app.api.sse import all_at_once, replay, sse_response
+from app.config import Settings
 from app.errors import thread_not_found
 from app.runs.run import Run
 
@@ -24,10 +25,11 @@ def wants_stream(request: Request) -> bool:
 
 
 async def _respond(
-    request: Request, outcome: Run | dict[str, Any], session_id: str, heartbeat_s: float
+    request: Request, outcome: Run | dict[str, Any], session_id: str, settings: Settings
 ) -> Response:
     """The run's events as SSE, or its result as JSON; `Content-Location` names the run, so
     a client that loses the stream can follow it again (GET its `/stream`) or cancel it."""
+    heartbeat_s = settings.sse_heartbeat_s
     if isinstance(outcome, dict):  # an earlier turn's recorded result
         run_id = str(outcome.get("run_id") or uuid.uuid4())
         headers = {"Content-Location": run_location(session_id, run_id)}
@@ -39,7 +41,7 @@ async def _respond(
         return JSONResponse(outcome, headers=headers)
     headers = {"Content-Location": run_location(session_id, outcome.run_id)}
     if wants_stream(request):
-        response = sse_response(outcome.follow(), heartbeat_s)
+        response = sse_response(outcome.follow(frame_s=settings.sse_frame_ms / 1000), heartbeat_s)
         response.headers.update(headers)
         return response
     await outcome.finished.wait()
@@ -63,7 +65,7 @@ async def post_message(
         outcome = await services.runs.post_message(
             user, thread.id, thread.session_id, body.content, body.client_message_id
         )
-    return await _respond(request, outcome, thread.session_id, services.settings.sse_heartbeat_s)
+    return await _respond(request, outcome, thread.session_id, services.settings)
 
 
 @router.post(
@@ -81,4 +83,4 @@ async def resume(
         if await services.repo.thread(thread.id) is None:
             raise thread_not_found()
         run = await services.runs.resume(user, thread.id, thread.session_id, body.decision)
-    return await _respond(request, run, thread.session_id, services.settings.sse_heartbeat_s)
+    return await _respond(request, run, thread.session_id, services.settings)

@@ -84,7 +84,8 @@ async def follow_run(
     run = services.runs.live(run_id)
     heartbeat_s = services.settings.sse_heartbeat_s
     if run is not None and run.thread_id == thread.id:
-        return sse_response(run.follow(start), heartbeat_s)
+        frame_s = services.settings.sse_frame_ms / 1000
+        return sse_response(run.follow(start, frame_s), heartbeat_s)
     if await services.repo.run(thread.id, run_id) is None:
         raise NotFound("run not found", code="run_not_found")
     return sse_response(follow_stored(services.repo, thread.id, run_id, start), heartbeat_s)
