@@ -98,7 +98,8 @@ class Admission:
         if self.lag_s > self.max_lag_s or queued:
             if now - self._cut_at >= ADMIT_BACKOFF_S:
                 self._cut_at = now
-                self.limit = max(MIN_LIMIT, min(self.limit, in_flight) * SHRINK)
+                floor = min(MIN_LIMIT, self.max_turns)
+                self.limit = max(floor, min(self.limit, in_flight) * SHRINK)
         elif in_flight >= self.limit - 1:
             self.limit = min(self.max_turns, self.limit + 1)
 

@@ -75,6 +75,9 @@ def app(database_url: str) -> Iterator[DemoApp]:
         # paced like the real thing, only faster; slow enough that tokens arrive one by one
         # (the SSE stream merges tokens that queue up behind a write)
         demo_model_tokens_per_s=400,
+        # and each batch its own frame: at 400 tokens/s, SSE_FRAME_MS would join ~12 words a
+        # frame (frames are tested in tests/unit/test_run_plumbing.py::TestFrames)
+        sse_frame_ms=0,
         _env_file=None,
     )
     with DemoApp(settings) as running:

@@ -76,3 +76,7 @@ def test_never_below_the_floor_and_off_at_zero() -> None:
     low._due = time.monotonic() - 1  # a tick a second late
     asyncio.run(low.tick())
     assert low.limit == MIN_LIMIT
+    one = Admission(lambda: 1, max_turns=1, max_lag_ms=0.001)  # a floor above the cap: the cap
+    one._due = time.monotonic() - 1
+    asyncio.run(one.tick())
+    assert one.limit == 1
