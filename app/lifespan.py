@@ -35,14 +35,14 @@ from app.metrics import Metrics
 from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
 from app.policies.texts import PolicyTexts
-from app.runs.archive import PgTranscriptArchive
-from app.runs.control import Controls
-from app.runs.feed import ThreadFeed
-from app.runs.inspect import ThreadInspector
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
-from app.runs.retention import RetentionSweeper
 from app.runs.service import RunService
+from app.threads.archive import PgTranscriptArchive
+from app.threads.control import Controls
+from app.threads.feed import ThreadFeed
+from app.threads.inspect import ThreadInspector
+from app.threads.retention import RetentionSweeper
 from app.tools.registry import PostgresWriteLedger, build_tools
 
 log = structlog.get_logger(__name__)

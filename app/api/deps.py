@@ -20,12 +20,12 @@ from app.errors import Unauthorized
 from app.identity import Principal
 from app.metrics import Metrics
 from app.policies.ports import PolicyTests
-from app.runs.control import Controls
-from app.runs.feed import ThreadFeed
-from app.runs.inspect import ThreadInspector
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
-from app.runs.threads import SESSION_ID_RE, thread_id
+from app.threads.control import Controls
+from app.threads.feed import ThreadFeed
+from app.threads.ids import SESSION_ID_RE, thread_id
+from app.threads.inspect import ThreadInspector
 
 
 @dataclass
