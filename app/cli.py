@@ -7,39 +7,14 @@ import argparse
 import asyncio
 import errno
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from app.actions.cli import add_actions_parser, add_mcp_parser
+from app.cli_db import settings_with_database, with_pool
 from app.config import Settings
-
-
-def _settings_with_database() -> Settings:
-    """Settings whose DATABASE_URL is set, starting the embedded server when it was not."""
-    from app.db.embedded import database_url
-
-    settings = Settings()
-    url = database_url(settings.database_url, settings.data_dir)
-    return settings.model_copy(update={"database_url": url})
-
-
-async def _with_pool(
-    settings: Settings, work: Callable[[AsyncConnectionPool[Any]], Awaitable[None]]
-) -> None:
-    from app.db.pool import open_pool
-
-    assert settings.database_url
-    pool = await open_pool(
-        settings.database_url,
-        settings.model_copy(update={"db_pool_min": 1, "db_call_deadline_s": None}),
-        name="cli",
-    )
-    try:
-        await work(pool)
-    finally:
-        await pool.close()
 
 
 def _counts(summary: Any) -> str:
@@ -60,7 +35,7 @@ async def _prepare(settings: Settings, *, seed_if_empty: bool) -> None:
             summary = await seed(pool)
             print(f"loaded demo data: {summary.customers} customers, {summary.orders} orders")
 
-    await _with_pool(settings, load)
+    await with_pool(settings, load)
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -76,7 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     problem = port_problem(host, port)
     if problem:  # before the database starts: nothing to undo, and a hint instead of a trace
         raise SystemExit(f"cs-agent: {problem}")
-    settings = _settings_with_database()
+    settings = settings_with_database()
     configure_logging(settings)
     asyncio.run(_prepare(settings, seed_if_empty=not args.no_seed))
     workers = args.workers or settings.web_workers
@@ -139,7 +114,7 @@ def startup_lines(settings: Settings, host: str, port: int, workers: int) -> str
 
 
 def cmd_migrate(_: argparse.Namespace) -> None:
-    settings = _settings_with_database()
+    settings = settings_with_database()
     asyncio.run(_prepare(settings, seed_if_empty=False))
     print("migrations applied")
 
@@ -147,39 +122,39 @@ def cmd_migrate(_: argparse.Namespace) -> None:
 def cmd_seed(args: argparse.Namespace) -> None:
     from app.db.seed import seed
 
-    settings = _settings_with_database()
+    settings = settings_with_database()
     asyncio.run(_prepare(settings, seed_if_empty=False))
 
     async def load(pool: AsyncConnectionPool[Any]) -> None:
         summary = await seed(pool, replace=args.replace)
         print(f"seeded {_counts(summary)}")
 
-    asyncio.run(_with_pool(settings, load))
+    asyncio.run(with_pool(settings, load))
 
 
 def cmd_data_import(args: argparse.Namespace) -> None:
     from app.db.transfer import import_dir
 
-    settings = _settings_with_database()
+    settings = settings_with_database()
     asyncio.run(_prepare(settings, seed_if_empty=False))
 
     async def load(pool: AsyncConnectionPool[Any]) -> None:
         summary = await import_dir(pool, args.dir, replace=args.replace)
         print(f"imported {_counts(summary)}")
 
-    asyncio.run(_with_pool(settings, load))
+    asyncio.run(with_pool(settings, load))
 
 
 def cmd_data_export(args: argparse.Namespace) -> None:
     from app.db.transfer import export_dir
 
-    settings = _settings_with_database()
+    settings = settings_with_database()
 
     async def dump(pool: AsyncConnectionPool[Any]) -> None:
         await export_dir(pool, args.dir)
         print(f"exported to {args.dir}")
 
-    asyncio.run(_with_pool(settings, dump))
+    asyncio.run(with_pool(settings, dump))
 
 
 def cmd_data_erase(args: argparse.Namespace) -> None:
@@ -189,20 +164,20 @@ def cmd_data_erase(args: argparse.Namespace) -> None:
 
     if not USER_ID_RE.fullmatch(args.user_id):
         raise ValueError("a user id is 1-128 characters of A-Z a-z 0-9 _ . @ -")
-    settings = _settings_with_database()
+    settings = settings_with_database()
 
     async def erase(pool: AsyncConnectionPool[Any]) -> None:
         erased = await erase_user(pool, args.user_id, keep=outcome_keeper(settings))
         print(f"erased {args.user_id}: {erased.summary()}")
 
-    asyncio.run(_with_pool(settings, erase))
+    asyncio.run(with_pool(settings, erase))
 
 
 def cmd_prune(args: argparse.Namespace) -> None:
     from app.analytics.sweep import outcome_keeper
     from app.db.retention import Policy, sweep
 
-    settings = _settings_with_database()
+    settings = settings_with_database()
     policy = Policy.from_settings(settings)
     keep = outcome_keeper(settings)
 
@@ -214,14 +189,14 @@ def cmd_prune(args: argparse.Namespace) -> None:
         label = "would remove (dry run, nothing changed)" if args.dry_run else "removed"
         print(f"retention {label}: {swept.summary()}")
 
-    asyncio.run(_with_pool(settings, prune))
+    asyncio.run(with_pool(settings, prune))
 
 
 def cmd_outcomes_refresh(args: argparse.Namespace) -> None:
     from app.analytics.judging import judge_after_sweep
     from app.analytics.sweep import SweepPolicy, sweep
 
-    settings = _settings_with_database()
+    settings = settings_with_database()
     policy = SweepPolicy.from_settings(settings, idle_min=args.idle_min)
 
     async def refresh(pool: AsyncConnectionPool[Any]) -> None:
@@ -234,7 +209,7 @@ def cmd_outcomes_refresh(args: argparse.Namespace) -> None:
         if judged is not None:
             print(f"judged: {judged.scored} scored, {judged.unscored} left unscored")
 
-    asyncio.run(_with_pool(settings, refresh))
+    asyncio.run(with_pool(settings, refresh))
 
 
 def _since(text: str) -> float:
@@ -265,14 +240,14 @@ def cmd_report(args: argparse.Namespace) -> None:
     from app.analytics.report import summary
 
     seconds = _since(args.since)
-    settings = _settings_with_database()
+    settings = settings_with_database()
 
     async def report(pool: AsyncConnectionPool[Any]) -> None:
         end = datetime.now(UTC)
         got = await summary(pool, end - timedelta(seconds=seconds), end, args.group)
         print(json.dumps(got) if args.format == "json" else _markdown_report(got, args.since))
 
-    asyncio.run(_with_pool(settings, report))
+    asyncio.run(with_pool(settings, report))
 
 
 def cmd_token(args: argparse.Namespace) -> None:
@@ -307,7 +282,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         max_turns=args.max_turns,
         task_ids=[i.strip() for i in (args.task_ids or "").split(",") if i.strip()],
     )
-    run = asyncio.run(evaluate(config, _settings_with_database()))
+    run = asyncio.run(evaluate(config, settings_with_database()))
     for k, value in run.pass_hat().items():
         print(f"pass^{k} = {'n/a' if value is None else f'{value:.3f}'}")
     print(f"wrote {config.out / 'report.md'} and {config.out / 'results.json'}")
@@ -344,7 +319,7 @@ def cmd_eval_record(args: argparse.Namespace) -> None:
         keep_personal_data=args.keep_personal_data,
     )
     out = Path(args.out)
-    recorded = asyncio.run(record_to_file(_settings_with_database(), options, out))
+    recorded = asyncio.run(record_to_file(settings_with_database(), options, out))
     for thread_id, why in recorded.skipped:
         print(f"skipped {thread_id}: {why}", file=sys.stderr)
     print(f"wrote {len(recorded.tasks)} tasks to {out}")

@@ -68,10 +68,10 @@ def add_policy_parser(sub: Any) -> None:
 
 
 def _run(work: Work) -> None:
-    from app.cli import _settings_with_database, _with_pool
+    from app.cli_db import settings_with_database, with_pool
 
     try:
-        asyncio.run(_with_pool(_settings_with_database(), work))
+        asyncio.run(with_pool(settings_with_database(), work))
     except AppError as error:
         print(f"error: {error.code}: {error.message}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -125,13 +125,13 @@ def cmd_create(args: argparse.Namespace) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> None:
-    from app.cli import _settings_with_database
+    from app.cli_db import settings_with_database
     from app.eval.policy_gate import PolicyTester
 
     tasks = json.loads(Path(args.tasks).read_text(encoding="utf-8"))
     if not isinstance(tasks, list):
         raise ValueError(f"{args.tasks}: expected a JSON list of tasks")
-    settings = _settings_with_database()
+    settings = settings_with_database()
 
     async def work(pool: AsyncConnectionPool[Any]) -> None:
         assert settings.database_url
@@ -172,9 +172,9 @@ def cmd_rollback(args: argparse.Namespace) -> None:
 
 
 def _run_plain(work: Work) -> None:
-    from app.cli import _settings_with_database, _with_pool
+    from app.cli_db import settings_with_database, with_pool
 
-    asyncio.run(_with_pool(_settings_with_database(), work))
+    asyncio.run(with_pool(settings_with_database(), work))
 
 
 def add_help_parser(sub: Any) -> None:

@@ -36,14 +36,15 @@ from app.notify.codes import open_identity_codes
 from app.notify.webhooks import WebhookWorker
 from app.policies.texts import PolicyTexts
 from app.runs.admission import ADMIT_TICK_S
-from app.runs.archive import PgTranscriptArchive
-from app.runs.control import Controls
-from app.runs.feed import ThreadFeed
-from app.runs.inspect import ThreadInspector
 from app.runs.leases import ThreadLeases
+from app.runs.logs import RunLogFeed
 from app.runs.repository import RunRepository
-from app.runs.retention import RetentionSweeper
 from app.runs.service import RunService
+from app.threads.archive import PgTranscriptArchive
+from app.threads.control import Controls
+from app.threads.feed import ThreadFeed
+from app.threads.inspect import ThreadInspector
+from app.threads.retention import RetentionSweeper
 from app.tools.registry import PostgresWriteLedger, build_tools
 
 log = structlog.get_logger(__name__)
@@ -115,13 +116,14 @@ async def build_services(
         )
         stack.push_async_callback(runs.wait_idle, SHUTDOWN_GRACE_S)
         feed = ThreadFeed(pool)
+        logs = RunLogFeed(repo)
         inspector = ThreadInspector(graph, leases, repo, archive, outcome_keeper(settings))
         # every replica; rows claimed SKIP LOCKED; a run's body rendered as the /lg API's
         render = run_webhook_renderer(pool, inspector)
         webhooks = WebhookWorker(pool, settings, render=render)
         await webhooks.open()
         stack.push_async_callback(webhooks.close)
-        add_loops(background, settings, pool, leases, runs, feed, webhooks)
+        add_loops(background, settings, pool, leases, runs, feed, logs, webhooks)
         listener = listener_for(settings, url, background)
         if listener is not None:
             listener.start()
@@ -141,6 +143,7 @@ async def build_services(
             store=store,
             metrics=metrics,
             feed=feed,
+            logs=logs,
             model_label=label,
             actions=actions,
             policy_tester=policy_tester,
@@ -155,6 +158,7 @@ def add_loops(
     leases: ThreadLeases,
     runs: RunService,
     feed: ThreadFeed,
+    logs: RunLogFeed,
     webhooks: WebhookWorker,
 ) -> None:
     """The process's background work, all of it (app/background.py)."""
@@ -164,6 +168,7 @@ def add_loops(
     for loop in runs.requests.loops():  # cancels and log requests, log pruning, dead runs
         background.add(loop)
     background.add(feed.loop)
+    background.add(logs.loop)
     for loop in webhooks.loops():
         background.add(loop)
     # one replica at a time (each sweep's advisory lock)
@@ -193,6 +198,7 @@ def listener_for(settings: Settings, url: str, background: Background) -> Listen
         {
             "cs_run_requests": [loops["run requests"]],
             "cs_thread_events": [loops["thread feed"]],
+            "cs_run_events": [loops["run logs"]],
             "cs_webhooks": [loops["webhook delivery"]],
         },
     )

@@ -36,7 +36,7 @@ from app.db.pool import open_pool
 from app.db.transfer import import_dir
 from app.demo.chat import prompt_tokens
 from app.identity import AgentContext
-from app.runs.archive import PgTranscriptArchive
+from app.threads.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from tests.fakellm import ChatRequest, Reply, ScriptedModelServer
 from tests.fakes.fixtures import chat_model

@@ -37,7 +37,7 @@ from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.pool import open_pool
 from app.gc_tuning import tune_for_serving
 from app.identity import AgentContext, Role
-from app.runs.archive import PgTranscriptArchive
+from app.threads.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from benchmarks import eventloop
 from benchmarks.loadgen import Pair, customers, question, read_pairs

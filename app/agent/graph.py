@@ -147,7 +147,7 @@ def build_graph(
         g.add_edge(node, "agent")
     # What a person who took the thread over writes (their messages, the customer's while
     # they hold it, the note they hand back with) is stored as this node's update, which
-    # nothing follows: no step runs and no model is called (app/agent/edits.py).
+    # nothing follows: no step runs and no model is called (app/runs/surgery.py `store_messages`).
     g.add_node(STAFF_NODE, _nothing)
     g.add_edge(STAFF_NODE, END)
     return g.compile(checkpointer=checkpointer, store=store)

@@ -20,12 +20,13 @@ from app.errors import Unauthorized
 from app.identity import Principal
 from app.metrics import Metrics
 from app.policies.ports import PolicyTests
-from app.runs.control import Controls
-from app.runs.feed import ThreadFeed
-from app.runs.inspect import ThreadInspector
+from app.runs.logs import RunLogFeed
 from app.runs.repository import RunRepository
 from app.runs.service import RunService
-from app.runs.threads import SESSION_ID_RE, thread_id
+from app.threads.control import Controls
+from app.threads.feed import ThreadFeed
+from app.threads.ids import SESSION_ID_RE, thread_id
+from app.threads.inspect import ThreadInspector
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Services:
     store: BaseStore
     metrics: Metrics
     feed: ThreadFeed  # the threads' own streams, one poller for the process
+    logs: RunLogFeed  # stored run logs (other replicas' runs), one poller for the process
     model_label: str  # "demo" or the configured model name
     actions: Actions | None = None  # the actions file's sources (app/actions), when set
     policy_tester: PolicyTests | None = None  # the policy gate's tests (issue 42)

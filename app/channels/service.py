@@ -15,8 +15,8 @@ from app.channels.store import ChannelStore
 from app.channels.turns import ChannelTurns
 from app.channels.workers import Adapter, Courier, InboxWorker, OutboxWorker
 from app.config import Settings
-from app.runs.control import Controls
 from app.runs.service import RunService
+from app.threads.control import Controls
 
 SHUTDOWN_GRACE_S = 20.0
 

@@ -19,9 +19,9 @@ from app.agent.graph import run_config
 from app.channels.store import ChannelStore, Conversation, Inbound
 from app.errors import AppError, Conflict, RateLimited, ThreadBusy
 from app.identity import Principal
-from app.runs.control import Controls
 from app.runs.run import Run
 from app.runs.service import RunService
+from app.threads.control import Controls
 
 # A turn whose run ended so (the model or the database away, its process dead) is tried
 # again later with the same client_message_id: the retry runs it, as the page's retry does.

@@ -16,8 +16,8 @@ from langchain_core.messages import (
 
 from app.actions.calls import OUTCOME_UNKNOWN
 from app.agent.model_view import text_of
+from app.agent.views import shorten
 from app.runs.stream import Interrupted, StreamEvent, ToolCalled, ToolResult
-from app.runs.views import shorten
 from app.tools.results import artifact_of
 
 TOOL_NODES = frozenset({"read_tools", "write_tools", "blocked"})

@@ -15,7 +15,6 @@ import psycopg
 import structlog
 
 from app import tracing
-from app.agent.edits import leave_consistent
 from app.agent.graph import Graph, run_config, stream_turn
 from app.agent.ports import WriteLedger
 from app.config import Settings
@@ -31,6 +30,7 @@ from app.runs.outcomes import Outcomes, result_of
 from app.runs.repository import RunRepository
 from app.runs.run import Run
 from app.runs.stream import Citations, Done, RunFailed, RunStarted, Token
+from app.runs.surgery import leave_consistent
 
 log = structlog.get_logger(__name__)
 

@@ -9,15 +9,15 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from psycopg.types.json import Jsonb
 
-from app.agent.edits import store_messages
 from app.agent.graph import Graph, run_config
+from app.agent.views import message_view, title_from
 from app.config import Settings
 from app.db.checkpointer import prefetched
 from app.fencing import current_lease
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
 from app.runs.run import Run
-from app.runs.views import message_view, title_from
+from app.runs.surgery import store_messages
 
 
 class HeldThreads:

@@ -14,6 +14,7 @@ import structlog
 
 from app import tracing
 from app.actions.calls import HANDOFF_REASON, OUTCOME_UNKNOWN
+from app.agent.views import message_view
 from app.background import TaskSet
 from app.config import Settings
 from app.db.checkpointer import HeldRows
@@ -23,7 +24,6 @@ from app.runs.logs import records
 from app.runs.repository import RunRepository
 from app.runs.run import Run
 from app.runs.stream import Sequenced, ToolResult
-from app.runs.views import message_view
 
 log = structlog.get_logger(__name__)
 

@@ -17,6 +17,7 @@ from app.runs.statements import (
     CLOSE_RUN,
     EVENTS,
     LATEST_CHECKPOINT,
+    LOGS_AFTER,
     REMEMBER_DELETED,
     Begun,
     begun,
@@ -300,13 +301,19 @@ class RunRepository:
             return rows
 
     async def append_events(self, run_id: str, records: list[Any]) -> None:
+        """A chunk of a running run's log; it wakes the readers of other replicas
+        (`cs_run_events`) when one asked to follow the run."""
         async with self.pool.connection() as conn:
             await conn.execute(
-                """INSERT INTO run_event_chunks (run_id, first_seq, last_seq, events)
-                   VALUES (%s, %s, %s, %s)
-                   ON CONFLICT (run_id, first_seq) DO UPDATE
-                       SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events
-                       WHERE run_event_chunks.last_seq < EXCLUDED.last_seq""",
+                """WITH chunk AS (
+                       INSERT INTO run_event_chunks (run_id, first_seq, last_seq, events)
+                       VALUES (%s, %s, %s, %s)
+                       ON CONFLICT (run_id, first_seq) DO UPDATE
+                           SET last_seq = EXCLUDED.last_seq, events = EXCLUDED.events
+                           WHERE run_event_chunks.last_seq < EXCLUDED.last_seq
+                       RETURNING run_id)
+                   SELECT pg_notify('cs_run_events', '')
+                   FROM chunk JOIN runs r USING (run_id) WHERE r.tail_requested""",
                 (run_id, records[0][0], records[-1][0], Jsonb(records, dumps=log_json)),
             )
 
@@ -318,6 +325,16 @@ class RunRepository:
                 (run_id, after),
             )
             return [record for row in await cur.fetchall() for record in row["events"]]
+
+    async def logs_after(self, follows: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+        """For each (thread, run, after): the run's status (None: no such run), whether a
+        live lease holds it, and its stored records after `after`; one statement for every
+        run this process's readers follow (app/runs/logs.py `RunLogFeed`)."""
+        threads, runs, afters = (list(c) for c in zip(*follows, strict=True))
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(LOGS_AFTER, (threads, runs, afters))
+            rows: list[dict[str, Any]] = await cur.fetchall()
+            return rows
 
     async def abandon_dead(self, grace_s: float) -> int:
         """Close the runs of processes that died on threads nobody claims again."""

@@ -18,9 +18,9 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
-from app.agent.edits import recovery_inputs
 from app.agent.graph import Graph, run_config
 from app.agent.ports import WriteLedger
+from app.agent.views import title_from
 from app.config import Settings
 from app.db.checkpointer import prefetched
 from app.errors import Conflict, NotFound, ThreadBusy
@@ -37,7 +37,7 @@ from app.runs.poller import RunRequests
 from app.runs.repository import RunRepository
 from app.runs.run import Run, human_message_id
 from app.runs.statements import Begun
-from app.runs.views import title_from
+from app.runs.surgery import recovery_inputs
 
 __all__ = ["Run", "RunService", "human_message_id"]
 
@@ -186,7 +186,7 @@ class RunService:
                 graph_input: Any = Command(resume={"decision": decision})
             elif snapshot.next:
                 # The decision was taken, and its run died before the step it approved
-                # finished: that step goes on now (app/agent/edits.py, `recovery_inputs`).
+                # finished: that step goes on now (app/runs/surgery.py, `recovery_inputs`).
                 log.warning("finishing a step a dead run left", thread_id=thread_id)
                 graph_input = None
             else:

@@ -91,9 +91,15 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
             'thread_id', %(thread_id)s, 'state', 'queued', 'version', h.control_version,
             'summary', h.control_summary, 'reason', %(reason)s::text)
         FROM handoff h
+    ), tailed AS (
+        -- a reader on another replica follows the run (app/runs/logs.py): wake it for
+        -- `done` (the snapshot is the one before `run` clears the request)
+        SELECT pg_notify('cs_run_events', '') FROM runs
+        WHERE run_id = %(run_id)s AND tail_requested AND result IS NULL
     )
     SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id,
-           (SELECT count(*) FROM handoff) AS queued"""
+           (SELECT count(*) FROM handoff) AS queued,
+           (SELECT count(*) FROM tailed) AS tail_woken"""
 
 
 def close_params(
@@ -160,6 +166,19 @@ REMEMBER_DELETED = """INSERT INTO deleted_messages (thread_id, client_message_id
     ON CONFLICT (thread_id, client_message_id) DO UPDATE SET deleted_at = now()"""
 
 # A run's stored log, in order, from its chunks.
+# Each followed run after its reader's cursor, in one statement (run_event_chunks'
+# primary key (run_id, first_seq) finds its chunks; `held` as `RunRepository.run` has it).
+LOGS_AFTER = """SELECT f.thread_id, f.run_id, r.status,
+        EXISTS (SELECT 1 FROM thread_leases l
+                WHERE l.thread_id = r.thread_id AND l.run_id = r.run_id
+                  AND l.expires_at > clock_timestamp()) AS held,
+        (SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
+         FROM run_event_chunks c,
+              jsonb_array_elements(c.events) WITH ORDINALITY AS e(rec, i)
+         WHERE c.run_id = f.run_id AND c.last_seq > f.after) AS events
+    FROM unnest(%s::text[], %s::text[], %s::int[]) AS f(thread_id, run_id, after)
+    LEFT JOIN runs r ON r.thread_id = f.thread_id AND r.run_id = f.run_id"""
+
 EVENTS = """(SELECT jsonb_agg(e.rec ORDER BY c.first_seq, e.i)
         FROM run_event_chunks c, jsonb_array_elements(c.events) WITH ORDINALITY AS e(rec, i)
         WHERE c.run_id = runs.run_id) AS events"""

@@ -22,7 +22,7 @@ from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer, run_batching
 from app.db.transfer import import_dir
 from app.identity import AgentContext, Role
-from app.runs.archive import PgTranscriptArchive
+from app.threads.archive import PgTranscriptArchive
 from app.tools.registry import PostgresWriteLedger, build_tools
 from tests.fakellm import ScriptedModelServer
 from tests.fakes.fixtures import chat_model

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.analytics.sweep import outcome_keeper
 from app.db.erase import erase_user
-from app.runs.retention import RetentionSweeper
+from app.threads.retention import RetentionSweeper
 from tests.fakellm import Reply, Script, ScriptedModelServer
 from tests.integration import test_analytics as day
 from tests.integration.api_harness import LiveServer

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.runs.repository import RunRepository
-from app.runs.threads import thread_id
+from app.threads.ids import thread_id
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer, live_server

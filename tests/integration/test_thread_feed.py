@@ -1,4 +1,4 @@
-"""The threads' own streams for a process's open pages (app/runs/feed.py): every page gets
+"""The threads' own streams for a process's open pages (app/threads/feed.py): every page gets
 its thread's events in order, once, and all of them cost one query a poll."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.runs import feed as feed_module
-from app.runs.feed import ThreadFeed
+from app.threads import feed as feed_module
+from app.threads.feed import ThreadFeed
 
 
 async def add(pool: AsyncConnectionPool[Any], thread: str, n: int) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.runs.threads import InvalidThreadId, thread_id
+from app.threads.ids import InvalidThreadId, thread_id
 
 
 class TestThreadIds:

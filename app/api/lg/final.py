@@ -7,7 +7,7 @@ from typing import Any
 
 from app.api.lg.translate import Final, interrupts_of
 from app.api.lg.views import transcript
-from app.runs.inspect import ThreadInspector
+from app.threads.inspect import ThreadInspector
 
 
 async def final_state(

@@ -38,7 +38,6 @@ from app.api.sse import NO_BUFFERING
 from app.errors import NotFound, thread_not_found
 from app.identity import Principal
 from app.jsonbytes import json_bytes
-from app.runs.logs import follow_stored
 from app.runs.run import Run, human_message_id
 from app.runs.stream import Done, RunFailed, RunStarted, Sequenced
 
@@ -198,7 +197,7 @@ def _source(
     run = services.runs.live(run_id)
     if run is not None and run.thread_id == thread.id:
         return run.follow(0, services.settings.sse_frame_ms / 1000), len(run.log)
-    return follow_stored(services.repo, thread.id, run_id, 0), None
+    return services.logs.follow(thread.id, run_id, 0), None
 
 
 def _frame(event: PlatformEvent, with_id: bool) -> bytes:

@@ -33,8 +33,8 @@ from app.api.schemas import Line
 from app.db.erase import forget_thread
 from app.errors import AppError, Conflict, NotFound, thread_not_found
 from app.identity import Principal
-from app.runs.threads import SESSION_ID_RE
-from app.runs.threads import thread_id as checkpointer_thread_id
+from app.threads.ids import SESSION_ID_RE
+from app.threads.ids import thread_id as checkpointer_thread_id
 
 router = APIRouter(tags=["langgraph: threads"])
 

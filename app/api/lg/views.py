@@ -16,8 +16,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Interrupt, StateSnapshot
 
-from app.runs.archive import PgTranscriptArchive
-from app.runs.views import message_view
+from app.agent.views import message_view
+from app.threads.archive import PgTranscriptArchive
 
 GRAPH_ID = "agent"
 # Stable across processes and releases: clients store it.
@@ -49,7 +49,7 @@ def assistant() -> dict[str, Any]:
 
 
 def lc_message(view: dict[str, Any]) -> dict[str, Any]:
-    """A message view (`app/runs/views.py`, also what the archive keeps) as the dict a
+    """A message view (`app/agent/views.py`, also what the archive keeps) as the dict a
     LangChain message dumps to."""
     kind = _TYPES.get(str(view.get("role")), str(view.get("role")))
     out: dict[str, Any] = {

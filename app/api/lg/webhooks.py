@@ -24,7 +24,7 @@ from app.api.lg.views import RUN_STATUS, run_view
 from app.config import Settings
 from app.notify.destinations import HostPolicy, RefusedDestination, resolve
 from app.notify.webhooks import Render
-from app.runs.inspect import ThreadInspector
+from app.threads.inspect import ThreadInspector
 
 RUN_LOST = {"error": "run_lost", "message": "the server running it stopped"}
 

@@ -12,7 +12,6 @@ from app.api.deps import ServicesDep, ThreadId
 from app.api.routes.common import JSON_ERRORS
 from app.api.sse import sse_response
 from app.errors import NotFound, thread_not_found
-from app.runs.logs import follow_stored
 from app.runs.stream import STREAM_SCHEMA
 
 router = APIRouter(tags=["runs"], responses=JSON_ERRORS)
@@ -88,7 +87,7 @@ async def follow_run(
         return sse_response(run.follow(start, frame_s), heartbeat_s)
     if await services.repo.run(thread.id, run_id) is None:
         raise NotFound("run not found", code="run_not_found")
-    return sse_response(follow_stored(services.repo, thread.id, run_id, start), heartbeat_s)
+    return sse_response(services.logs.follow(thread.id, run_id, start), heartbeat_s)
 
 
 @router.post(

@@ -22,7 +22,7 @@ from app.api.sse import NO_BUFFERING
 from app.channels.relay import relay_staff_message
 from app.errors import AppError, thread_not_found
 from app.identity import STAFF_ROLES, Principal
-from app.runs.threads import InvalidThreadId, thread_id
+from app.threads.ids import InvalidThreadId, thread_id
 
 router = APIRouter(tags=["staff"], responses=JSON_ERRORS)
 
@@ -186,7 +186,7 @@ def _last_event_id(value: str | None) -> int:
 
 
 async def _thread_events(services: Any, thread: str, after: int) -> AsyncIterator[dict[str, Any]]:
-    """Everything new on the thread, from the process's one poller (app/runs/feed.py)."""
+    """Everything new on the thread, from the process's one poller (app/threads/feed.py)."""
     async for row in services.feed.follow(thread, after):
         yield {"id": str(row["id"]), "event": row["kind"], "data": json.dumps(row["data"])}
 

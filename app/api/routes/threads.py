@@ -21,7 +21,7 @@ from app.api.schemas import (
 )
 from app.db.erase import forget_thread
 from app.policies.store import thread_policy
-from app.runs.threads import thread_id
+from app.threads.ids import thread_id
 
 router = APIRouter(tags=["threads"], responses=JSON_ERRORS)
 

@@ -9,7 +9,7 @@ soak). Every replica now sweeps them (app/runs/poller.py, `RunRepository.abandon
 a lease expired for longer than a further TTL names no run any more, and its run is
 abandoned. The sweep keeps the dead run's id in `dead_run`, so the thread's next claim
 still reports it as the stale run it took over and finishes the step that run left (a
-write it had begun, app/agent/edits.py `recovery_inputs`), as it would have without the
+write it had begun, app/runs/surgery.py `recovery_inputs`), as it would have without the
 sweep. The index serves the sweep: leases naming a run, by expiry.
 """
 

@@ -1,4 +1,6 @@
-"""How messages and checkpoints look to API clients."""
+"""How messages look to API clients: a run's result and events, a thread's state, history
+and archive, the /lg views. It reads the keys the agent's messages carry (`author`, `kind`,
+`thought`), so it sits with the agent, below the runs and the threads that show them."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from app.agent.edits import STAFF_AUTHOR
 from app.agent.model_view import text_of
 
 DISPLAY_LIMIT = 2000
@@ -24,7 +27,7 @@ def role_of(message: BaseMessage) -> str:
 def author_of(message: BaseMessage) -> str | None:
     """Who wrote it: the customer, the agent, or a person of the staff (named)."""
     if isinstance(message, HumanMessage):
-        return "staff" if message.additional_kwargs.get("author") == "staff" else "customer"
+        return "staff" if message.additional_kwargs.get("author") == STAFF_AUTHOR else "customer"
     if isinstance(message, AIMessage):
         return "agent"
     return None

@@ -5,7 +5,7 @@ or `human` (a named staff member holds it). Each change is compare-and-set on th
 control version (`cs_control`, app/migrations/versions/0011): a stale console gets 409
 `control_conflict`, and of two people accepting at once exactly one wins. While a person
 holds the thread, the customer's messages and the person's are stored in the conversation
-with no run and no model call (app/agent/edits.py, `store_messages`); the note a person
+with no run and no model call (app/runs/surgery.py, `store_messages`); the note a person
 hands back with is stored the same way, for the agent to read on the next turn.
 """
 
@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.agent.edits import STAFF_AUTHOR, store_messages
+from app.agent.edits import STAFF_AUTHOR
 from app.agent.graph import Graph, run_config
 from app.config import Settings
 from app.errors import Conflict, ThreadBusy
@@ -29,6 +29,7 @@ from app.fencing import current_lease
 from app.identity import Principal
 from app.metrics import Metrics
 from app.runs.leases import ThreadLeases
+from app.runs.surgery import store_messages
 
 log = structlog.get_logger(__name__)
 

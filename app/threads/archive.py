@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.runs.views import message_view
+from app.agent.views import message_view
 
 
 class PgTranscriptArchive:

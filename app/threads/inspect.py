@@ -12,13 +12,13 @@ from langgraph.types import StateSnapshot
 
 from app.agent.graph import Graph
 from app.agent.model_view import text_of
+from app.agent.views import message_view, shorten
 from app.db.erase import KeepOutcomes
 from app.errors import NotFound, ThreadBusy, thread_not_found
 from app.fencing import current_lease
-from app.runs.archive import PgTranscriptArchive
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
-from app.runs.views import message_view, shorten
+from app.threads.archive import PgTranscriptArchive
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
