@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, NoReturn, cast, get_args
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -441,7 +441,11 @@ async def _copy(
 ) -> None:
     async with (
         conn.cursor() as cur,
-        cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
+        cur.copy(
+            sql.SQL("COPY {} ({}) FROM STDIN").format(
+                sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
+            )
+        ) as copy,
     ):
         for row in rows:
             await copy.write_row(row)
