@@ -190,7 +190,9 @@ def plan_history(rows: Iterable[tuple[str, str | None, str | None, int | None]])
     return HistoryPlan(kept=sorted(kept), dropped=sorted(parent.keys() - kept), reparent=reparent)
 
 
-async def _rowcount(conn: AsyncConnection[Any], query: str | sql.Composed, params: Sequence[Any]) -> int:
+async def _rowcount(
+    conn: AsyncConnection[Any], query: str | sql.Composed, params: Sequence[Any]
+) -> int:
     cur = await conn.execute(query, params, prepare=False)
     return max(cur.rowcount, 0)
 
