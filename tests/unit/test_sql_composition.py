@@ -21,7 +21,7 @@ APP_DIR = Path(app.__file__).parent
 # a log message ("deleted from the archive") is lower case and does not match.
 SQL_TEXT = re.compile(
     r"\b(SELECT\b.*\bFROM|INSERT\s+INTO|UPDATE\b.*\bSET|DELETE\s+FROM|COPY\b.*\b(FROM|TO)\b"
-    r"|\bWHERE\b|\bFROM\s+\w+\s+(?:WHERE|ORDER|GROUP|LIMIT|t\b))",
+    r"|TRUNCATE\s|\bWHERE\b|\bFROM\s+\w+\s+(?:WHERE|ORDER|GROUP|LIMIT|t\b))",
     re.S,
 )
 
