@@ -1,4 +1,9 @@
-"""Compact JSON text that writes Decimals as exact numbers (never through float)."""
+"""Compact JSON text that writes Decimals as exact numbers (never through float).
+
+`canonical_json` is the one form of every key and fingerprint made from JSON: a write's
+idempotency key (app/db/idempotency.py, stored), the tool cache's keys (app/agent/cache.py)
+and the repeat guard's fingerprints (app/agent/books.py). Its output must not change: the
+stored keys would no longer match (tests/unit/test_canonical_json.py pins it)."""
 
 from __future__ import annotations
 

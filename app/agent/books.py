@@ -18,7 +18,6 @@ results (their artifacts), with no I/O.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -29,6 +28,7 @@ from app.agent.citations import citations_from
 from app.agent.routing import new_tool_results
 from app.agent.state import AgentState, Breaker
 from app.config import Settings
+from app.jsontext import canonical_json
 from app.metrics import breaker_tripped
 from app.tools.results import artifact_of
 
@@ -84,7 +84,7 @@ def counted(counts: Mapping[str, int], results: Iterable[ToolMessage]) -> dict[s
 
 
 def fingerprint(name: str, args: Any, content: Any) -> str:
-    raw = json.dumps([name, args, content], sort_keys=True, default=str)
+    raw = canonical_json([name, args, content])
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 

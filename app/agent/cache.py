@@ -9,10 +9,10 @@ a result its tool declares cacheable (app/tools/spec.py) is stored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
+from app.jsontext import canonical_json
 from app.tools.results import Artifact
 
 # Notes the agent appends to a tool result, in this order: served from the cache, then
@@ -31,7 +31,7 @@ class CacheEntry(TypedDict, total=False):
 
 
 def cache_key(name: str, args: Mapping[str, Any]) -> str:
-    return name + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    return name + ":" + canonical_json(args)
 
 
 def tags_of(ids: Mapping[str, Iterable[str]]) -> set[str]:

@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from app.db import before_images
+from app.db.thread_tables import delete_statements
 from app.db.writes import recorded_data
 from app.jsontext import compact_json
 from app.memory.store import namespace
@@ -95,17 +96,30 @@ def redact_outcome(outcome: str) -> str:
 
 
 # The rows of a thread, or of a user: their threads and the writes made for them.
-_THREAD = "thread_id = %(thread_id)s"
-_USER_EXECUTIONS = "starts_with(thread_id, %(prefix)s) OR user_id = %(user_id)s"
-_USER_AUDIT = "starts_with(thread_id, %(prefix)s) OR customer_id = %(user_id)s"
+_THREAD = sql.SQL("thread_id = %(thread_id)s")
+_USER_EXECUTIONS = sql.SQL("starts_with(thread_id, %(prefix)s) OR user_id = %(user_id)s")
+_USER_AUDIT = sql.SQL("starts_with(thread_id, %(prefix)s) OR customer_id = %(user_id)s")
+# A user's threads: those named by their id (a thread id begins with it), and those the
+# index row gives them (each is claimed first, below).
+_USER_THREADS = sql.SQL("starts_with(thread_id, %(prefix)s) OR thread_id = ANY(%(claimed)s)")
+_ERASE_THREADS = delete_statements(_USER_THREADS)
+_HANDOFF_SUMMARIES = """UPDATE handoff_tickets SET summary = %(erased)s
+    WHERE (customer_id = %(user_id)s OR starts_with(thread_id, %(prefix)s))
+      AND summary <> %(erased)s"""
 
 
 async def _redact(
-    conn: AsyncConnection[Any], table: str, id_column: str, where: str, params: dict[str, Any]
+    conn: AsyncConnection[Any],
+    table: str,
+    id_column: str,
+    where: sql.Composable,
+    params: dict[str, Any],
 ) -> int:
     """Redact the matching rows of `table`; returns how many changed."""
     cur = await conn.execute(
-        f"SELECT {id_column} AS id, arguments, outcome FROM {table} WHERE {where} FOR UPDATE",
+        sql.SQL("SELECT {} AS id, arguments, outcome FROM {} WHERE {} FOR UPDATE").format(
+            sql.Identifier(id_column), sql.Identifier(table), where
+        ),
         params,
     )
     changed = []
@@ -116,18 +130,24 @@ async def _redact(
     if changed:
         async with conn.cursor() as cur:
             await cur.executemany(
-                f"UPDATE {table} SET arguments = %s, outcome = %s WHERE {id_column} = %s",
+                sql.SQL("UPDATE {} SET arguments = %s, outcome = %s WHERE {} = %s").format(
+                    sql.Identifier(table), sql.Identifier(id_column)
+                ),
                 changed,
             )
     return len(changed)
 
 
-async def _redact_images(conn: AsyncConnection[Any], where: str, params: dict[str, Any]) -> None:
+async def _redact_images(
+    conn: AsyncConnection[Any], where: sql.Composable, params: dict[str, Any]
+) -> None:
     """The audit rows' before-images lose names, emails and addresses (ids, statuses and
     amounts stay, as in the rest of the record)."""
     cur = await conn.execute(
-        f"SELECT id, before_image FROM audit_log WHERE ({where}) AND before_image IS NOT NULL"
-        " FOR UPDATE",
+        sql.SQL(
+            "SELECT id, before_image FROM audit_log WHERE ({}) AND before_image IS NOT NULL"
+            " FOR UPDATE"
+        ).format(where),
         params,
     )
     changed = []
@@ -205,11 +225,12 @@ async def erase_user(
         "items": f"users.{user_id}",
         "run": f"erase-{uuid.uuid4()}",
         "ttl_ms": ERASE_CLAIM_TTL_MS,
+        "erased": ERASED_SUMMARY,
     }
     async with pool.connection() as conn, conn.transaction():
 
-        async def delete(sql: str) -> int:
-            cur = await conn.execute(sql, params)
+        async def delete(query: str | sql.Composed) -> int:
+            cur = await conn.execute(query, params)
             return int(cur.rowcount)
 
         # Claim every thread as a run would (app/migrations/versions/0005, 0009): a reply running on
@@ -228,16 +249,16 @@ async def erase_user(
             raise ThreadsBusy("a reply is running on one of the user's threads; retry")
         if keep is not None:
             await keep(conn, [row["t"] for row in claimed])
-        prefix = "WHERE starts_with(thread_id, %(prefix)s)"
+        params["claimed"] = [row["t"] for row in claimed]
         await _redact_images(conn, _USER_AUDIT, params)
-        await delete(f"DELETE FROM policy_moves {prefix}")  # which rules answered (issue 42)
+        deleted = {table: await delete(statement) for table, statement in _ERASE_THREADS}
         erased = Erased(
-            checkpoint_writes=await delete(f"DELETE FROM checkpoint_writes {prefix}"),
-            checkpoint_blobs=await delete(f"DELETE FROM checkpoint_blobs {prefix}"),
-            checkpoints=await delete(f"DELETE FROM checkpoints {prefix}"),
-            transcript_messages=await delete(f"DELETE FROM transcript_archive {prefix}"),
-            runs=await delete(f"DELETE FROM runs {prefix}"),
-            threads=await delete("DELETE FROM threads WHERE user_id = %(user_id)s"),
+            checkpoint_writes=deleted["checkpoint_writes"],
+            checkpoint_blobs=deleted["checkpoint_blobs"],
+            checkpoints=deleted["checkpoints"],
+            transcript_messages=deleted["transcript_archive"],
+            runs=deleted["runs"],
+            threads=deleted["threads"],
             # the agent's memory, and what the user kept through the LangGraph API's store
             # (app/api/lg/store_scope.py: the namespace ["users", <id>, ...])
             memories=await delete(
@@ -249,11 +270,7 @@ async def erase_user(
                 conn, "tool_executions", "idempotency_key", _USER_EXECUTIONS, params
             ),
             audit_rows_redacted=await _redact(conn, "audit_log", "id", _USER_AUDIT, params),
-            handoff_tickets_redacted=await delete(
-                f"""UPDATE handoff_tickets SET summary = '{ERASED_SUMMARY}'
-                    WHERE (customer_id = %(user_id)s OR starts_with(thread_id, %(prefix)s))
-                      AND summary <> '{ERASED_SUMMARY}'"""
-            ),
+            handoff_tickets_redacted=await delete(_HANDOFF_SUMMARIES),
         )
         # The conversations' outcomes stay for the shop's analytics, under an id that no
         # longer names the user (the thread id began with theirs).

@@ -26,6 +26,44 @@ from app.domain.models import (
 Row = dict[str, Any]
 _ADDRESS = "address1, address2, city, state, country, zip"
 
+# The reads of a customer and of an order come in three variants, built here once: a plain
+# read, a locking one, and a locking one that also returns the row as JSON for a write's
+# before-image (app/db/before_images; see `_variant`). Keyed by (image column, lock).
+_IMAGE = ", to_jsonb(t) - 'updated_at' AS image"
+_VARIANTS = (("", ""), ("", " FOR UPDATE"), (_IMAGE, " FOR UPDATE"))
+_CUSTOMER = {
+    (image, lock): f"SELECT id, first_name, last_name, email, {_ADDRESS}{image}"
+    f" FROM customers t WHERE id = %s{lock}"
+    for image, lock in _VARIANTS
+}
+_PAYMENT_METHODS = {
+    (image, lock): f"SELECT id, source, brand, last_four, balance{image} FROM payment_methods t"
+    f" WHERE customer_id = %s ORDER BY position, id{lock}"
+    for image, lock in _VARIANTS
+}
+_ORDER = {
+    (image, lock): f"SELECT id, customer_id, {_ADDRESS}, status, cancel_reason, return_items,"
+    " return_payment_method_id, exchange_items, exchange_new_items,"
+    f" exchange_payment_method_id, exchange_price_difference{image}"
+    f" FROM orders t WHERE id = %s{lock}"
+    for image, lock in _VARIANTS
+}
+_ORDER_ITEMS = {
+    image: f"SELECT product_id, item_id, name, price, options{image} FROM order_items t"
+    " WHERE order_id = %s ORDER BY position"
+    for image in ("", _IMAGE)
+}
+_FULFILLMENTS = {
+    image: f"SELECT tracking_ids, item_ids{image} FROM fulfillments t"
+    " WHERE order_id = %s ORDER BY position"
+    for image in ("", _IMAGE)
+}
+_PAYMENTS = {
+    image: f"SELECT transaction_type, amount, payment_method_id{image}"
+    " FROM payment_transactions t WHERE order_id = %s ORDER BY position"
+    for image in ("", _IMAGE)
+}
+
 
 class RepositoryError(RuntimeError):
     """The database did not hold what a write expected (a bug, not a rule violation)."""
@@ -47,20 +85,11 @@ class ShopRepository:
 
     async def get_customer(self, customer_id: str, *, for_update: bool = False) -> Customer | None:
         """The customer; `for_update` also locks their payment methods (gift card balances)."""
-        lock = " FOR UPDATE" if for_update else ""
-        image = _image_column(for_update)
-        row = await self._one(
-            f"SELECT id, first_name, last_name, email, {_ADDRESS}{image} FROM customers t"
-            f" WHERE id = %s{lock}",
-            (customer_id,),
-        )
+        image, _ = variant = _variant(for_update)
+        row = await self._one(_CUSTOMER[variant], (customer_id,))
         if row is None:
             return None
-        methods = await self._all(
-            f"SELECT id, source, brand, last_four, balance{image} FROM payment_methods t"
-            f" WHERE customer_id = %s ORDER BY position, id{lock}",
-            (customer_id,),
-        )
+        methods = await self._all(_PAYMENT_METHODS[variant], (customer_id,))
         if image:
             before_images.keep(
                 f"customer:{customer_id}",
@@ -128,33 +157,14 @@ class ShopRepository:
     # --- orders -------------------------------------------------------------------------
 
     async def get_order(self, order_id: str, *, for_update: bool = False) -> Order | None:
-        lock = " FOR UPDATE" if for_update else ""
-        image = _image_column(for_update)
+        image, _ = variant = _variant(for_update)
         # All four are issued before any is read: in pipeline mode (read_snapshot) they go
         # in one round trip. The server runs them in order, so a FOR UPDATE holds the row
         # before its items are read, as when they went one by one.
-        order = await self._conn.execute(
-            f"SELECT id, customer_id, {_ADDRESS}, status, cancel_reason, return_items,"
-            " return_payment_method_id, exchange_items, exchange_new_items,"
-            f" exchange_payment_method_id, exchange_price_difference{image}"
-            f" FROM orders t WHERE id = %s{lock}",
-            (order_id,),
-        )
-        item_rows = await self._conn.execute(
-            f"SELECT product_id, item_id, name, price, options{image} FROM order_items t"
-            " WHERE order_id = %s ORDER BY position",
-            (order_id,),
-        )
-        fulfillment_rows = await self._conn.execute(
-            f"SELECT tracking_ids, item_ids{image} FROM fulfillments t"
-            " WHERE order_id = %s ORDER BY position",
-            (order_id,),
-        )
-        payment_rows = await self._conn.execute(
-            f"SELECT transaction_type, amount, payment_method_id{image}"
-            " FROM payment_transactions t WHERE order_id = %s ORDER BY position",
-            (order_id,),
-        )
+        order = await self._conn.execute(_ORDER[variant], (order_id,))
+        item_rows = await self._conn.execute(_ORDER_ITEMS[image], (order_id,))
+        fulfillment_rows = await self._conn.execute(_FULFILLMENTS[image], (order_id,))
+        payment_rows = await self._conn.execute(_PAYMENTS[image], (order_id,))
         row = await order.fetchone()
         items = await item_rows.fetchall()
         fulfillments = await fulfillment_rows.fetchall()
@@ -306,12 +316,13 @@ class ShopRepository:
         return int(row["id"])
 
 
-def _image_column(for_update: bool) -> str:
-    """The row as JSON beside its columns, for a write's before-image (app/db/before_images):
-    only in a locking read while a write collects, so no other read pays for it."""
-    if not (for_update and before_images.active()):
-        return ""
-    return ", to_jsonb(t) - 'updated_at' AS image"
+def _variant(for_update: bool) -> tuple[str, str]:
+    """(image column, lock) of a read. The row as JSON beside its columns, for a write's
+    before-image (app/db/before_images), only in a locking read while a write collects, so
+    no other read pays for it."""
+    if not for_update:
+        return _VARIANTS[0]
+    return _VARIANTS[2] if before_images.active() else _VARIANTS[1]
 
 
 def _address(row: Row) -> Address:

@@ -43,11 +43,12 @@ from langgraph.checkpoint.postgres.base import (
     PRUNE_REFERENCED_BLOBS_SQL,
     PRUNE_WRITES_SQL,
 )
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
 from app.db.erase import KeepOutcomes, redact_thread_records
+from app.db.thread_tables import OUR_TABLES, delete_statements
 
 RETENTION_LOCK_KEY = 727_003  # app/db/migrate.py holds 727_002
 RETENTION_OWNER = "retention"
@@ -93,16 +94,15 @@ _DROP_CHECKPOINTS = """WITH deleted AS (
 _REPARENT = """UPDATE checkpoints c SET parent_checkpoint_id = p.parent
     FROM unnest(%s::text[], %s::text[]) AS p(checkpoint_id, parent)
     WHERE c.thread_id = %s AND c.checkpoint_ns = '' AND c.checkpoint_id = p.checkpoint_id"""
-_DELETE_OURS = (
-    (
-        "run_event_chunks",
-        """DELETE FROM run_event_chunks WHERE run_id IN (
-        SELECT run_id FROM runs WHERE thread_id = ANY(%s))""",
-    ),
-    ("transcript_messages", "DELETE FROM transcript_archive WHERE thread_id = ANY(%s)"),
-    ("runs", "DELETE FROM runs WHERE thread_id = ANY(%s)"),
-    ("threads_deleted", "DELETE FROM threads WHERE thread_id = ANY(%s)"),
-)
+# What DELETE /threads removes (app/db/thread_tables.py), after the checkpointer's tables.
+_DELETE_OURS = delete_statements(sql.SQL("thread_id = ANY(%s)"), OUR_TABLES)
+# The count of a table's rows deleted, as `Swept` names it (None: not counted).
+_COUNTED = {
+    "run_event_chunks": "run_event_chunks",
+    "transcript_archive": "transcript_messages",
+    "runs": "runs",
+    "threads": "threads_deleted",
+}
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,10 @@ def plan_history(rows: Iterable[tuple[str, str | None, str | None, int | None]])
     return HistoryPlan(kept=sorted(kept), dropped=sorted(parent.keys() - kept), reparent=reparent)
 
 
-async def _rowcount(conn: AsyncConnection[Any], sql: str, params: Sequence[Any]) -> int:
-    cur = await conn.execute(sql, params, prepare=False)
+async def _rowcount(
+    conn: AsyncConnection[Any], query: str | sql.Composed, params: Sequence[Any]
+) -> int:
+    cur = await conn.execute(query, params, prepare=False)
     return max(cur.rowcount, 0)
 
 
@@ -202,8 +204,10 @@ async def _expire(conn: AsyncConnection[Any], thread_ids: list[str]) -> Swept:
     counts["checkpoints"] = await _rowcount(conn, checkpoints, (thread_ids,))
     counts["checkpoint_blobs"] = await _rowcount(conn, blobs, (thread_ids,))
     counts["checkpoint_writes"] = await _rowcount(conn, writes, (thread_ids,))
-    for name, sql in _DELETE_OURS:
-        counts[name] = await _rowcount(conn, sql, (thread_ids,))
+    for table, statement in _DELETE_OURS:
+        deleted = await _rowcount(conn, statement, (thread_ids,))
+        if table in _COUNTED:
+            counts[_COUNTED[table]] = deleted
     return Swept(**counts)
 
 

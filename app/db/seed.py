@@ -6,12 +6,15 @@ and benchmarks can name customers and orders that will be there.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass
 from decimal import Decimal
+from importlib import resources
 from typing import Any, NamedTuple
 
 from psycopg.rows import dict_row
@@ -79,231 +82,17 @@ STATUS_WEIGHTS = {
 
 # A product, its price range in dollars, then one line per option. Later values of an option
 # (more storage, a bigger size) cost more; colours cost the same.
-_CATALOG = """
-T-Shirt 14-29
-    color: black, white, navy, heather grey, red, olive
-    size: XS, S, M, L, XL, XXL
-    material: cotton, polyester blend, organic cotton
-Hiking Boots 129-229
-    size: 7, 8, 9, 10, 11, 12
-    material: synthetic, leather
-    waterproof: no, yes
-Water Bottle 12-45
-    capacity: 500ml, 750ml, 1000ml
-    material: BPA-free plastic, glass, stainless steel
-    color: black, blue, green, red, white
-Laptop 649-2499
-    screen size: 13-inch, 14-inch, 15-inch, 16-inch
-    processor: i5, i7, i9
-    ram: 8GB, 16GB, 32GB
-    storage: 256GB SSD, 512GB SSD, 1TB SSD
-    color: silver, space grey, black
-Running Shoes 79-169
-    size: 7, 8, 9, 10, 11, 12
-    color: black, white, blue, red
-    support: neutral, stability
-Backpack 39-149
-    color: black, grey, navy, green
-    capacity: 20L, 28L, 35L
-    material: polyester, nylon, waxed canvas
-Coffee Maker 39-249
-    type: pour-over, drip, single-serve
-    capacity: 4 cups, 8 cups, 12 cups
-    color: black, white, stainless steel
-Desk Lamp 24-89
-    color: black, white, brass
-    brightness: fixed, adjustable
-    power source: USB, AC adapter
-Notebook 6-24
-    size: A6, A5, A4
-    cover type: soft cover, hard cover
-    ruling: blank, lined, dot grid
-Sunglasses 29-199
-    frame color: black, tortoise, silver, gold
-    lens type: non-polarized, polarized
-    lens color: grey, brown, green
-Wristwatch 89-599
-    strap material: silicone, leather, metal
-    dial color: black, white, blue
-    case size: 38mm, 42mm
-Electric Toothbrush 29-149
-    color: white, black, pink, blue
-    modes: 2 modes, 3 modes, 5 modes
-    battery: AA batteries, rechargeable
-Yoga Mat 19-89
-    thickness: 4mm, 6mm, 8mm
-    material: PVC, TPE, natural rubber
-    color: purple, teal, black, pink
-Bluetooth Speaker 39-199
-    color: black, white, navy, red, grey
-    battery life: 10 hours, 20 hours, 24 hours
-    water resistance: none, IPX4, IPX7
-Gaming Mouse 29-129
-    color: black, white, RGB
-    sensor type: optical, laser
-    connectivity: wired, wireless
-Action Camera 149-449
-    resolution: 1080p, 4K, 5.3K
-    waterproof: no, yes
-    color: black, silver
-Garden Hose 24-79
-    length: 25ft, 50ft, 75ft, 100ft
-    material: vinyl, latex, rubber
-    color: green, black, blue
-Tablet 199-999
-    screen size: 8-inch, 10-inch, 11-inch, 12.9-inch
-    storage: 64GB, 128GB, 256GB
-    color: silver, space grey, gold
-    connectivity: Wi-Fi, Wi-Fi + Cellular
-E-Reader 99-249
-    screen size: 6-inch, 7-inch
-    storage: 8GB, 16GB, 32GB
-    connectivity: Wi-Fi, Wi-Fi + Cellular
-Portable Charger 19-79
-    capacity: 5000mAh, 10000mAh, 20000mAh
-    output: USB-A, USB-C, wireless
-    color: black, white, blue
-Indoor Security Camera 39-199
-    resolution: 1080p, 2K, 4K
-    field of view: 110 degrees, 130 degrees
-    connectivity: Wi-Fi, Ethernet
-Electric Kettle 24-99
-    capacity: 1L, 1.5L, 1.7L
-    material: plastic, glass, stainless steel
-    color: white, black, silver
-Mechanical Keyboard 59-229
-    switch type: linear, tactile, clicky
-    backlight: none, white, RGB
-    size: 60%, 75%, full size
-Wireless Earbuds 49-249
-    color: black, white, blue
-    battery life: 5 hours, 6 hours, 8 hours
-    noise cancelling: no, yes
-Smart Thermostat 99-249
-    compatibility: Amazon Alexa, Google Assistant, Apple HomeKit
-    color: white, black, stainless steel
-Fleece Jacket 49-129
-    size: XS, S, M, L, XL
-    color: black, navy, forest green, red
-    zipper: half, full
-Wall Clock 19-89
-    diameter: 10 inches, 12 inches, 14 inches
-    color: black, white, walnut
-    type: analog, digital
-Dumbbell Set 59-399
-    weight range: 5-25 lbs, 5-52.5 lbs, 10-90 lbs
-    material: iron, rubber, urethane
-    set type: fixed, adjustable
-Pet Bed 29-119
-    size: small, medium, large
-    material: polyester, fleece, memory foam
-    color: grey, beige, brown
-Espresso Machine 199-1299
-    type: manual, semi-automatic, automatic
-    pressure: 9 bar, 15 bar, 19 bar
-    capacity: 1L, 1.5L, 2L
-Cycling Helmet 39-179
-    size: S, M, L
-    color: black, white, red, blue
-    ventilation: low, medium, high
-LED Light Bulb 4-29
-    brightness: 60W equivalent, 75W equivalent, 100W equivalent
-    color temperature: warm white, daylight
-    connectivity: none, Bluetooth, Wi-Fi
-Digital Camera 449-2199
-    resolution: 20MP, 24MP, 33MP
-    zoom: 3x, 5x, 10x
-    storage: SD card, CFexpress
-Bookshelf 79-349
-    material: metal, bamboo, wood
-    color: white, black, walnut, oak
-    height: 3 ft, 4 ft, 5 ft, 6 ft
-Bicycle 399-1899
-    frame size: small, medium, large
-    color: black, blue, green, red
-    type: hybrid, mountain, road
-Sneakers 49-139
-    size: 6, 7, 8, 9, 10, 11, 12
-    color: white, black, grey, red
-    material: canvas, knit, leather
-Office Chair 129-549
-    material: fabric, mesh, leather
-    color: black, grey, blue
-    armrest: none, fixed, adjustable
-    lumbar support: no, yes
-Smart Watch 149-499
-    color: black, silver, gold
-    band material: silicone, leather, metal
-    case size: 41mm, 45mm
-    connectivity: GPS, GPS + Cellular
-Tea Kettle 19-79
-    material: enamel, glass, stainless steel
-    capacity: 1 liter, 1.5 liters, 2 liters
-    stovetop compatibility: gas, electric, induction
-Luggage Set 129-499
-    piece count: 2-piece, 3-piece, 4-piece
-    color: black, blue, red, silver
-    material: softshell, hardshell
-Patio Umbrella 49-249
-    size: 6 ft, 7.5 ft, 9 ft
-    color: beige, navy, red, green
-    tilt mechanism: manual tilt, auto tilt
-Air Purifier 79-499
-    room size: small, medium, large
-    filter type: carbon, HEPA, HEPA + carbon
-    features: quiet mode, smart sensor, app control
-Makeup Kit 24-129
-    skin tone: light, medium, deep
-    kit size: basic, professional
-    finish: matte, dewy
-Skateboard 49-159
-    deck material: plastic, maple, bamboo
-    length: 28 inch, 31 inch, 33 inch
-    design: plain, graphic, custom
-Jigsaw Puzzle 12-39
-    pieces: 500, 1000, 1500, 2000
-    theme: landscape, animals, art, fantasy
-    difficulty level: beginner, intermediate, expert
-Grill 149-899
-    type: charcoal, electric, gas, pellet
-    size: portable, medium, large
-    features: none, side burner, rotisserie
-Headphones 49-399
-    type: in-ear, on-ear, over-ear
-    connectivity: wired, wireless
-    color: black, white, blue, red
-Vacuum Cleaner 99-699
-    type: stick, upright, canister, robotic
-    bag type: bagged, bagless
-    features: HEPA filter, cordless, pet hair removal
-Perfume 39-189
-    scent family: fresh, floral, woody, oriental
-    size: 30ml, 50ml, 100ml
-    gender: women, men, unisex
-Cast Iron Skillet 19-89
-    size: 8 inch, 10 inch, 12 inch
-    finish: pre-seasoned, enameled
-    color: black, red, blue
-"""
-
-
+# The products the demo shop sells: a name, a price range in dollars and each option's
+# values (app/db/catalog.json, shipped as package data).
 CatalogEntry = tuple[str, int, int, dict[str, list[str]]]
 
 
-def _parse_catalog(text: str) -> tuple[CatalogEntry, ...]:
-    entries: list[CatalogEntry] = []
-    for line in text.strip().splitlines():
-        if line.startswith(" "):
-            key, values = line.strip().split(": ")
-            entries[-1][3][key] = values.split(", ")
-        else:
-            name, prices = line.rsplit(" ", 1)
-            low, high = prices.split("-")
-            entries.append((name, int(low), int(high), {}))
-    return tuple(entries)
-
-
-CATALOG = _parse_catalog(_CATALOG)
+@functools.cache
+def catalog() -> tuple[CatalogEntry, ...]:
+    text = resources.files("app.db").joinpath("catalog.json").read_text(encoding="utf-8")
+    return tuple(
+        (entry["name"], *entry["price_range"], entry["options"]) for entry in json.loads(text)
+    )
 
 
 @dataclass(frozen=True)
@@ -376,7 +165,7 @@ def _rank(options: dict[str, list[str]], combo: tuple[tuple[int, str], ...]) -> 
 
 def _products(rng: random.Random, ids: _Ids) -> list[Json]:
     products = []
-    for name, low, high, options in CATALOG:
+    for name, low, high, options in catalog():
         axes = [list(enumerate(values)) for values in options.values()]
         combos = list(itertools.product(*axes))
         chosen = sorted(rng.sample(combos, rng.randint(5, min(20, len(combos)))))

@@ -82,7 +82,7 @@ def _first_image(group: str, writes: Sequence[AuditRow]) -> dict[str, list[Row]]
 
 
 def tau_data(groups: Mapping[str, Mapping[str, list[Row]]]) -> dict[str, dict[str, Any]]:
-    """The groups as tau-bench's users and orders (app/db/transfer.py reads this shape). A
+    """The groups as tau-bench's users and orders (app/db/transfer/ reads this shape). A
     customer's order list holds the orders among the groups, by their position."""
     users: dict[str, Any] = {}
     orders: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 
 from app.eval.rebuild import AuditRow, Groups
 from app.identity import GUEST_PREFIX
@@ -129,12 +129,14 @@ async def _audit(conn: AsyncConnection[Any], where: str, params: tuple[Any, ...]
 async def current_groups(conn: AsyncConnection[Any], customer_id: str) -> Groups:
     """The customer's records now, in the before-images' groups and row shape."""
 
-    async def rows(sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-        cur = await conn.execute(sql, params)
+    async def rows(query: sql.Composed, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        cur = await conn.execute(query, params)
         return [r["r"] for r in await cur.fetchall()]
 
-    def json_rows(table: str, where: str) -> str:
-        return f"SELECT to_jsonb(t) - 'updated_at' AS r FROM {table} t WHERE {where}"
+    def json_rows(table: str, where: str) -> sql.Composed:
+        return sql.SQL("SELECT to_jsonb(t) - 'updated_at' AS r FROM {} t WHERE {}").format(
+            sql.Identifier(table), sql.SQL(where)
+        )
 
     customers = await rows(json_rows("customers", "id = %s"), (customer_id,))
     if not customers:

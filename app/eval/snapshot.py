@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -39,10 +39,14 @@ class Snapshot:
     rows: dict[str, dict[str, Row]] = field(default_factory=dict)
 
 
-def _row_sql(table: str) -> str:
-    dropped = " - ".join(f"'{c}'" for c in IGNORED_COLUMNS)
-    key = "concat_ws('/', " + ", ".join(f"{c}::text" for c in TABLE_KEYS[table]) + ")"
-    return f"SELECT {key} AS k, to_jsonb(t) - {dropped} AS row FROM {table} t"
+def _row_sql(table: str) -> sql.Composed:
+    dropped = sql.SQL(" - ").join(map(sql.Literal, IGNORED_COLUMNS))
+    key = sql.SQL(", ").join(
+        sql.SQL("{}::text").format(sql.Identifier(c)) for c in TABLE_KEYS[table]
+    )
+    return sql.SQL("SELECT concat_ws('/', {}) AS k, to_jsonb(t) - {} AS row FROM {} t").format(
+        key, dropped, sql.Identifier(table)
+    )
 
 
 async def read_snapshot(conn: AsyncConnection[Any], fresh: Snapshot | None = None) -> Snapshot:
@@ -52,7 +56,7 @@ async def read_snapshot(conn: AsyncConnection[Any], fresh: Snapshot | None = Non
     async with conn.cursor(row_factory=dict_row) as cur:
         for table in TABLE_KEYS:
             rows = _row_sql(table)
-            await cur.execute(f"SELECT k, md5(row::text) AS h FROM ({rows}) s")
+            await cur.execute(sql.SQL("SELECT k, md5(row::text) AS h FROM ({}) s").format(rows))
             hashes = {r["k"]: r["h"] for r in await cur.fetchall()}
             snapshot.hashes[table] = hashes
             if fresh is None:
@@ -63,7 +67,9 @@ async def read_snapshot(conn: AsyncConnection[Any], fresh: Snapshot | None = Non
             differ = [k for k, h in hashes.items() if known.get(k) != h]
             snapshot.rows[table] = {}
             if differ:
-                await cur.execute(f"SELECT k, row FROM ({rows}) s WHERE k = ANY(%s)", (differ,))
+                await cur.execute(
+                    sql.SQL("SELECT k, row FROM ({}) s WHERE k = ANY(%s)").format(rows), (differ,)
+                )
                 snapshot.rows[table] = {r["k"]: r["row"] for r in await cur.fetchall()}
     return snapshot
 
@@ -122,24 +128,37 @@ async def restore(conn: AsyncConnection[Any], rows: list[RowDiff], fresh: Snapsh
         for d in sorted(rows, key=lambda d: -order.index(d.table)):
             if d.kind == "unexpected":
                 where, params = _where(d)
-                await conn.execute(f"DELETE FROM {d.table} WHERE {where}", params)
+                await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE {}").format(sql.Identifier(d.table), where),
+                    params,
+                )
         for d in sorted(rows, key=lambda d: order.index(d.table)):
             if d.kind == "unexpected":
                 continue
             row = fresh.rows[d.table][d.key]
-            cols = ", ".join(row)
-            source = f"SELECT {cols} FROM jsonb_populate_record(NULL::{d.table}, %s)"
+            table = sql.Identifier(d.table)
+            cols = sql.SQL(", ").join(map(sql.Identifier, row))
+            source = sql.SQL("SELECT {} FROM jsonb_populate_record(NULL::{}, %s)").format(
+                cols, table
+            )
             if d.kind == "missing":
-                await conn.execute(f"INSERT INTO {d.table} ({cols}) {source}", (Jsonb(row),))
+                await conn.execute(
+                    sql.SQL("INSERT INTO {} ({}) {}").format(table, cols, source), (Jsonb(row),)
+                )
             else:
                 where, params = _where(d)
                 await conn.execute(
-                    f"UPDATE {d.table} SET ({cols}) = ({source}) WHERE {where}",
+                    sql.SQL("UPDATE {} SET ({}) = ({}) WHERE {}").format(
+                        table, cols, source, where
+                    ),
                     (Jsonb(row), *params),
                 )
 
 
-def _where(d: RowDiff) -> tuple[str, tuple[str, ...]]:
+def _where(d: RowDiff) -> tuple[sql.Composed, tuple[str, ...]]:
     columns = TABLE_KEYS[d.table]
     values = tuple(d.key.split("/", len(columns) - 1))
-    return " AND ".join(f"{c}::text = %s" for c in columns), values
+    where = sql.SQL(" AND ").join(
+        sql.SQL("{}::text = %s").format(sql.Identifier(c)) for c in columns
+    )
+    return where, values

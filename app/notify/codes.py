@@ -30,6 +30,12 @@ log = structlog.get_logger(__name__)
 CODE_DIGITS = 6
 LOCK_CLASS = 18  # pg_advisory_xact_lock(18, hash of the requester): one start at a time
 _NOT_DIGIT = re.compile(r"[^0-9]")
+# The codes sent this hour, per requester or per customer.
+_CODES_THIS_HOUR = {
+    column: f"""SELECT count(*) AS n FROM identity_codes WHERE {column} = %s
+        AND created_at > now() - interval '1 hour'"""
+    for column in ("requested_by", "customer_id")
+}
 
 
 @dataclass(frozen=True)
@@ -190,12 +196,7 @@ class IdentityCodes:
         return str(row["email"])
 
     async def _codes_this_hour(self, conn: AsyncConnection[Any], column: str, value: str) -> int:
-        where = {"requested_by": "requested_by = %s", "customer_id": "customer_id = %s"}[column]
-        cur = await conn.execute(
-            f"SELECT count(*) AS n FROM identity_codes WHERE {where} "
-            "AND created_at > now() - interval '1 hour'",
-            (value,),
-        )
+        cur = await conn.execute(_CODES_THIS_HOUR[column], (value,))
         row = await cur.fetchone()
         return int(row["n"]) if row else 0
 

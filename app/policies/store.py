@@ -49,6 +49,13 @@ class Publish:
     reason: str | None = None
 
 
+_VERSIONS = f"SELECT {VERSION_COLUMNS}, {LATEST_TEST} FROM policy_versions v ORDER BY version"
+_VERSION = f"SELECT {VERSION_COLUMNS}, {LATEST_TEST} FROM policy_versions v WHERE version = %s"
+_STATE_FOR_UPDATE = (
+    f"SELECT v.state, {LATEST_TEST} FROM policy_versions v WHERE version = %s FOR UPDATE"
+)
+
+
 async def _rows(conn: AsyncConnection[Any], sql: str, params: Sequence[Any] = ()) -> list[Json]:
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
@@ -59,7 +66,7 @@ async def list_versions(pool: Pool) -> list[Json]:
     async with pool.connection() as conn:
         return await _rows(
             conn,
-            f"SELECT {VERSION_COLUMNS}, {LATEST_TEST} FROM policy_versions v ORDER BY version",
+            _VERSIONS,
         )
 
 
@@ -67,7 +74,7 @@ async def get_version(pool: Pool, version: int) -> Json:
     async with pool.connection() as conn:
         rows = await _rows(
             conn,
-            f"SELECT {VERSION_COLUMNS}, {LATEST_TEST} FROM policy_versions v WHERE version = %s",
+            _VERSION,
             (version,),
         )
         if not rows:
@@ -152,7 +159,7 @@ async def _publish(pool: Pool, order: Publish) -> None:
         published = await _lock_published(conn)
         rows = await _rows(
             conn,
-            f"SELECT v.state, {LATEST_TEST} FROM policy_versions v WHERE version = %s FOR UPDATE",
+            _STATE_FOR_UPDATE,
             (order.version,),
         )
         if not rows:

@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from app.db.checkpointer import HeldRows
+from app.db.thread_tables import OUR_TABLES, delete_statements
 from app.fencing import Lease
 from app.runs.statements import (
     ABANDON_DEAD,
@@ -27,7 +28,20 @@ from app.runs.statements import (
 
 _RUN_FIELDS = """run_id, status, created_at, finished_at, owner, ttft_ms,
     result->'usage' AS usage, result->>'checkpoint_id' AS checkpoint_id, policy_version"""
+_OPEN_RUN = f"""INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
+    VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running', %(owner)s)
+    RETURNING ({LATEST_CHECKPOINT}) AS checkpoint_id"""
+_LIST_RUNS = f"""SELECT {_RUN_FIELDS} FROM runs WHERE thread_id = %s
+    ORDER BY created_at DESC LIMIT %s"""
+# The run's record with, when it holds the thread now, its lease's liveness.
+_RUN = f"""SELECT {_RUN_FIELDS}, {EVENTS},
+        EXISTS (SELECT 1 FROM thread_leases l
+                WHERE l.thread_id = runs.thread_id AND l.run_id = runs.run_id
+                  AND l.expires_at > clock_timestamp()) AS held
+    FROM runs WHERE thread_id = %s AND run_id = %s"""
 
+# DELETE /threads: the checkpointer deletes its own tables first (app/runs/inspect.py).
+_DELETE_THREAD = delete_statements(sql.SQL("thread_id = %s"), OUR_TABLES)
 
 # A cancel or a log request, and the NOTIFY that wakes the run's owner at once
 # (app/db/sql/60_notify.sql); its poll finds it within REQUEST_POLL_S otherwise.
@@ -108,18 +122,12 @@ class RunRepository:
             )
 
     async def delete_thread(self, thread_id: str) -> None:
-        """The thread's index row, its runs and its transcript archive, all or none."""
+        """The thread's rows in every table but the checkpointer's (app/db/thread_tables.py),
+        all or none."""
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(REMEMBER_DELETED, (thread_id,))
-            await conn.execute("DELETE FROM transcript_archive WHERE thread_id = %s", (thread_id,))
-            await conn.execute(
-                """DELETE FROM run_event_chunks
-                   WHERE run_id IN (SELECT run_id FROM runs WHERE thread_id = %s)""",
-                (thread_id,),
-            )
-            await conn.execute("DELETE FROM runs WHERE thread_id = %s", (thread_id,))
-            await conn.execute("DELETE FROM threads WHERE thread_id = %s", (thread_id,))
-            await conn.execute("DELETE FROM policy_moves WHERE thread_id = %s", (thread_id,))
+            for _, statement in _DELETE_THREAD:
+                await conn.execute(statement, (thread_id,))
 
     async def begin_run(
         self,
@@ -189,10 +197,7 @@ class RunRepository:
                 (thread_id, client_message_id),
             )
             cur = await conn.execute(
-                f"""INSERT INTO runs (run_id, thread_id, client_message_id, status, owner)
-                    VALUES (%(run_id)s, %(thread_id)s, %(client_message_id)s, 'running',
-                            %(owner)s)
-                    RETURNING ({LATEST_CHECKPOINT}) AS checkpoint_id""",
+                _OPEN_RUN,
                 {
                     "run_id": run_id,
                     "thread_id": thread_id,
@@ -257,25 +262,14 @@ class RunRepository:
 
     async def list_runs(self, thread_id: str, limit: int) -> list[dict[str, Any]]:
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                f"""SELECT {_RUN_FIELDS} FROM runs WHERE thread_id = %s
-                    ORDER BY created_at DESC LIMIT %s""",
-                (thread_id, limit),
-            )
+            cur = await conn.execute(_LIST_RUNS, (thread_id, limit))
             rows: list[dict[str, Any]] = await cur.fetchall()
             return rows
 
     async def run(self, thread_id: str, run_id: str) -> dict[str, Any] | None:
         """The run's record with, when it holds the thread now, its lease's liveness."""
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                f"""SELECT {_RUN_FIELDS}, {EVENTS},
-                        EXISTS (SELECT 1 FROM thread_leases l
-                                WHERE l.thread_id = runs.thread_id AND l.run_id = runs.run_id
-                                  AND l.expires_at > clock_timestamp()) AS held
-                    FROM runs WHERE thread_id = %s AND run_id = %s""",
-                (thread_id, run_id),
-            )
+            cur = await conn.execute(_RUN, (thread_id, run_id))
             row: dict[str, Any] | None = await cur.fetchone()
             return row
 

@@ -52,6 +52,7 @@ _WHERE = {
     "human": "l.control = 'human'",
     "all": "l.control <> 'agent'",
 }
+_QUEUES = {which: _QUEUE.format(where=where) for which, where in _WHERE.items()}
 
 
 def control_view(row: dict[str, Any] | None, thread_id: str) -> dict[str, Any]:
@@ -208,11 +209,10 @@ class Controls:
         after: tuple[datetime, str] | None,
     ) -> list[dict[str, Any]]:
         """Threads waiting or held, oldest first."""
-        sql = _QUEUE.format(where=_WHERE[which])
         since, after_id = after or (datetime.min.replace(year=1970), "")
         params = {"staff": staff.user_id, "since": since, "after": after_id, "limit": limit}
         async with self.pool.connection() as conn:
-            cur = await conn.execute(sql, params)
+            cur = await conn.execute(_QUEUES[which], params)
             rows: list[dict[str, Any]] = await cur.fetchall()
         return rows
 

@@ -15,6 +15,10 @@ _ERROR = """(SELECT e.rec->2 FROM run_event_chunks c,
                     jsonb_array_elements(c.events) AS e(rec)
              WHERE c.run_id = runs.run_id AND e.rec->>1 = 'error'
              ORDER BY c.first_seq LIMIT 1) AS error"""
+_RECORD = f"SELECT {_FIELDS} FROM runs WHERE thread_id = %s AND run_id = %s"
+_RECORD_WITH_ERROR = f"SELECT {_FIELDS}, {_ERROR} FROM runs WHERE thread_id = %s AND run_id = %s"
+_RECORDS = f"""SELECT {_FIELDS} FROM runs WHERE thread_id = %s
+               ORDER BY created_at DESC LIMIT %s OFFSET %s"""
 
 
 async def annotate_run(
@@ -47,12 +51,8 @@ async def run_options(pool: AsyncConnectionPool[Any], run_id: str) -> dict[str, 
 async def run_record(
     pool: AsyncConnectionPool[Any], thread_id: str, run_id: str, *, with_error: bool = False
 ) -> dict[str, Any] | None:
-    fields = f"{_FIELDS}, {_ERROR}" if with_error else _FIELDS
     async with pool.connection() as conn:
-        cur = await conn.execute(
-            f"SELECT {fields} FROM runs WHERE thread_id = %s AND run_id = %s",
-            (thread_id, run_id),
-        )
+        cur = await conn.execute(_RECORD_WITH_ERROR if with_error else _RECORD, (thread_id, run_id))
         row: dict[str, Any] | None = await cur.fetchone()
         return row
 
@@ -61,10 +61,6 @@ async def run_records(
     pool: AsyncConnectionPool[Any], thread_id: str, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     async with pool.connection() as conn:
-        cur = await conn.execute(
-            f"""SELECT {_FIELDS} FROM runs WHERE thread_id = %s
-                ORDER BY created_at DESC LIMIT %s OFFSET %s""",
-            (thread_id, limit, offset),
-        )
+        cur = await conn.execute(_RECORDS, (thread_id, limit, offset))
         rows: list[dict[str, Any]] = await cur.fetchall()
         return rows
