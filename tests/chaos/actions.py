@@ -114,6 +114,7 @@ class ActionServers:
 
     @classmethod
     def start(cls, out: Path) -> ActionServers:
+        out = out.resolve()  # the replicas run in a folder of their own
         servers = cls(ActionServer("mcp", out), ActionServer("openapi", out), out / "actions.yaml")
         servers.file.write_text(ACTIONS_FILE, encoding="utf-8")
         try:

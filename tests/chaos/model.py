@@ -76,7 +76,7 @@ def action_told(result: ToolResult) -> str:
     """What the customer is told of an external write: done only when its result came."""
     if result.content == OUTCOME_UNKNOWN:
         return CHECKING
-    if result.is_error:
+    if result.is_error or result.content.startswith("Declined:"):
         return f"{NOT_DONE} {result.name}: {result.content.removeprefix('Error:').strip()}"
     return f"{DONE} {result.name}: {result.content}"
 
