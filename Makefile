@@ -108,11 +108,14 @@ chaos: $(STAMP) scale-deps
 
 # The soak against a copy of app/ with the fence removed (tests/chaos/planted/): exit 0 when
 # the checker catches it, 1 when it misses. Then with a write's lost COMMIT reply taken as
-# "nothing was changed" (under network faults: docs/chaos.md).
+# "nothing was changed" (under network faults: docs/chaos.md); then with a non-idempotent
+# external write sent again after its answer was lost.
 chaos-selftest: $(STAMP) scale-deps
 	$(PY) -m tests.chaos.selftest
 	$(PY) -m tests.chaos.selftest --patch tests/chaos/planted/lost-commit-told-failed.patch \
 		--duration 90s --gap 1.5 --out tests/chaos/out/selftest-lost-commit
+	$(PY) -m tests.chaos.selftest --patch tests/chaos/planted/resend-non-idempotent.patch \
+		--duration 60s --gap 1.5 --out tests/chaos/out/selftest-resend
 
 # Schemathesis against a service it starts (tests/fuzz/, docs/fuzzing.md): every phase and
 # check, once as a customer, a guest and staff, on seeded threads, runs and store items;

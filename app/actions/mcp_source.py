@@ -18,7 +18,7 @@ from typing import Any, Literal
 import httpx2
 import mcp_types
 import structlog
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from app.actions.file import SourceSettings
@@ -37,6 +37,7 @@ from app.actions.remote import (
 log = structlog.get_logger(__name__)
 IDEMPOTENCY_META = "cs-agent/idempotency-key"
 TOKEN_HEADER = "X-Customer-Token"
+_NOT_ANSWERED = (mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT)
 
 
 @dataclass
@@ -128,6 +129,10 @@ class McpSource:
                     self.status = "down"
                     raise NotSent() from None
                 if isinstance(error, TimeoutError | OSError | httpx2.TransportError):
+                    raise NoAnswer() from None
+                if isinstance(error, MCPError) and error.code in _NOT_ANSWERED:
+                    # The SDK's own word for "no answer came": its timeout, or the session
+                    # closed under the call (another call's timeout drops the shared one).
                     raise NoAnswer() from None
                 # a protocol error the server answered with (JSON-RPC error, HTTP 5xx)
                 self.status = "ok"

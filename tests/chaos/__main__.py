@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.chaos.faults import WEIGHTS
+from tests.chaos.faults import ACTION_PATH_SHARE, WEIGHTS
+from tests.chaos.scenarios import CONFIRM_OPS
 from tests.chaos.soak import Settings, soak
 
 OUT = Path(__file__).resolve().parent / "out"  # ignored by git (tests/chaos/.gitignore)
@@ -38,7 +39,20 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
     parser.add_argument(
         "--faults", default=",".join(WEIGHTS), help=f"kinds, comma-separated: {','.join(WEIGHTS)}"
     )
+    names = [op.__name__ for op, _ in CONFIRM_OPS]
+    parser.add_argument(
+        "--ops", default=None, help=f"the confirm pool's operations (default all): {names}"
+    )
+    parser.add_argument(
+        "--action-share",
+        type=float,
+        default=ACTION_PATH_SHARE,
+        help="the share of latency, reset, black hole and lost reply faults on action paths",
+    )
     args = parser.parse_args(argv)
+    ops = None if args.ops is None else [o for o in args.ops.split(",") if o]
+    if ops is not None and (not ops or set(ops) - set(names)):
+        parser.error(f"unknown operations: {sorted(set(ops) - set(names))}")
     kinds = [k for k in args.faults.split(",") if k]
     unknown = [k for k in kinds if k not in WEIGHTS]
     if unknown:
@@ -52,6 +66,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
         direct_clients=max(1, args.clients // 3),
         gap_s=args.gap,
         kinds=kinds,
+        ops=ops,
+        action_share=args.action_share,
     )
 
 

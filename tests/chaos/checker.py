@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 
+from tests.chaos.actions import IDEMPOTENT, ActionServers
 from tests.chaos.faults import DATABASE_FAULTS, NET_DATABASE_FAULTS, REPLICA_FAULTS, Fault
 from tests.chaos.receiver import WebhookReceiver
-from tests.chaos.records import Records, RunSeen
+from tests.chaos.records import Action, Records, RunSeen
 from tests.chaos.topology import KERNEL_GIVES_UP_S
 from tests.faults import procs
 from tests.scale.topology import bearer
@@ -47,9 +48,11 @@ class Checker:
         records: Records,
         faults: list[Fault],
         receiver: WebhookReceiver | None = None,
+        actions: ActionServers | None = None,
     ) -> None:
         self.pg = pg
         self.receiver = receiver
+        self.actions = actions
         self.url = url
         self.records = records
         self.faults = faults
@@ -121,6 +124,7 @@ class Checker:
             self.never_finished,
             self.webhooks_lost,
             self.agent_while_held,
+            *self._action_checks(),
         ]
 
     def _new(self, name: str, promise: str) -> Invariant:
@@ -358,7 +362,7 @@ class Checker:
         windows += [
             (f.started, (f.ended or f.started) + KERNEL_GIVES_UP_S + GRACE_S)
             for f in self.faults
-            if f.kind in NET_DATABASE_FAULTS
+            if f.kind in NET_DATABASE_FAULTS and f.target.endswith(" db")
         ]
         for e in self.records.errors_5xx:
             if not any(start <= e.answered and e.sent <= end for start, end in windows):
@@ -427,6 +431,179 @@ class Checker:
         resent = sum(n - 1 for n in self.receiver.received.values() if n > 1)
         self.info["webhook events"] = len(rows)
         self.info["webhook events delivered more than once (same id)"] = resent
+
+    # --- external actions (actions.py) ---------------------------------------------------
+
+    def _action_checks(self) -> list[Callable[[], None]]:
+        if self.actions is None:
+            return []
+        applied = self.actions.applied()
+        self._applied: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for entry in applied:
+            self._applied.setdefault(_operation_of(entry), []).append(entry)
+        self.info["external writes applied (the servers' journals)"] = len(applied)
+        return [
+            self.actions_applied_twice,
+            self.actions_told_done_not_applied,
+            self.actions_told_failed_but_applied,
+            self.actions_unknown_not_queued,
+            self.actions_declined_applied,
+            self.actions_approved_lost,
+        ]
+
+    def _applied_for(self, action: Action) -> list[dict[str, Any]]:
+        return self._applied.get(_operation_of({"tool": action.tool, **action.arguments}), [])
+
+    def _ledger(self, thread: str) -> list[tuple[str, str, bool, str, int]]:
+        """The remote writes' ledger rows of a thread: (key, state, ok, outcome, attempts)."""
+        return [
+            (str(k), str(state), bool(ok), str(outcome), int(n))
+            for k, state, ok, outcome, n in self.pg.query(
+                "SELECT idempotency_key, state, ok, outcome, attempts FROM tool_executions"
+                " WHERE thread_id = %s AND tool_name = ANY(%s) ORDER BY created_at",
+                (thread, list(IDEMPOTENT)),
+            )
+        ]
+
+    def _action_evidence(self, action: Action) -> None:
+        self._evidence(action.thread)
+        lines = self.evidence[action.thread]
+        if any(line.startswith("external write") for line in lines):
+            return
+        lines.append(f"external write {action.tool} {action.arguments}: told {action.told!r}")
+        lines += [f"  ledger {row}" for row in self._ledger(action.thread)]
+        lines += [f"  applied {entry}" for entry in self._applied_for(action)]
+
+    def actions_applied_twice(self) -> None:
+        v = self._new(
+            "external_write_applied_twice",
+            "an external write applied more than once for one operation (an idempotent one"
+            " under two keys, a non-idempotent one sent again) or under one key",
+        )
+        for operation, entries in self._applied.items():
+            keys = Counter(str(e.get("key")) for e in entries)
+            if len(entries) > 1:
+                v.add(f"{operation}: applied {len(entries)} times, keys {dict(keys)}")
+        for action in self.records.actions:
+            if len(self._applied_for(action)) > 1:
+                self._action_evidence(action)
+        asked = {_operation_of({"tool": a.tool, **a.arguments}) for a in self.records.actions}
+        self.info["external writes applied that no customer asked for"] = sum(
+            len(e) for op, e in self._applied.items() if op not in asked
+        )
+
+    def actions_told_done_not_applied(self) -> None:
+        v = self._new(
+            "external_write_told_done_not_once",
+            "an external write the customer was told was done that the server did not apply"
+            " exactly once",
+        )
+        for action in self.records.actions:
+            if action.told == "done":
+                n = len(self._applied_for(action))
+                self.info["external writes told done"] += 1
+                if n != 1:
+                    v.add(
+                        f"{action.thread}: {action.tool} {action.arguments}: told done, applied {n}"
+                    )
+                    self._action_evidence(action)
+
+    def actions_told_failed_but_applied(self) -> None:
+        v = self._new(
+            "external_write_told_failed_but_ran",
+            "an external write the customer was told had failed (not that its outcome is"
+            " unknown) that the server applied",
+        )
+        for action in self.records.actions:
+            if action.told == "failed":
+                self.info["external writes told failed"] += 1
+                if self._applied_for(action):
+                    v.add(f"{action.thread}: {action.tool} {action.arguments} told failed, ran")
+                    self._action_evidence(action)
+
+    def actions_unknown_not_queued(self) -> None:
+        v = self._new(
+            "external_unknown_not_queued",
+            "an external write whose outcome is unknown (or still 'sent' once settled) that is"
+            " not queued for a person with a ticket naming its key, or was told done",
+        )
+        told = {a.thread: a for a in self.records.actions}
+        for key, thread, tool, state in self.pg.query(
+            "SELECT idempotency_key, thread_id, tool_name, state FROM tool_executions"
+            " WHERE state IN ('unknown', 'sent') AND tool_name = ANY(%s)",
+            (list(IDEMPOTENT),),
+        ):
+            action = told.get(thread)
+            if state == "sent":
+                # A call recorded as sent whose request never left (the record's COMMIT
+                # answer was lost: the tool failed, "nothing was sent" is true) is only
+                # counted; one the server applied was told failed, counted above.
+                self.info[f"external writes left 'sent', never settled ({tool})"] += 1
+                continue
+            else:
+                self.info[f"external writes with an unknown outcome ({tool})"] += 1
+                tickets = self.pg.query(
+                    "SELECT count(*) FROM handoff_tickets WHERE thread_id = %s AND summary LIKE %s",
+                    (thread, f"%{key}%"),
+                )
+                control = self.pg.query(
+                    "SELECT control, control_reason FROM thread_leases WHERE thread_id = %s",
+                    (thread,),
+                )
+                queued = bool(control) and control[0][1] == "write_outcome_unknown"
+                if not tickets[0][0] or not queued:
+                    v.add(f"{thread}: {tool} {key} unknown; ticket {tickets[0][0]}, {control}")
+                elif action is not None and action.told == "done":
+                    v.add(f"{thread}: {tool} {key} unknown, and the customer was told done")
+                else:
+                    continue
+            if action is not None:
+                self._action_evidence(action)
+            else:
+                self._evidence(thread)
+        for action in self.records.actions:
+            if action.told == "unknown":
+                self.info["external writes told a colleague will confirm"] += 1
+                states = [row[1] for row in self._ledger(action.thread)]
+                if "unknown" not in states:
+                    v.add(f"{action.thread}: told a colleague will check; ledger {states}")
+                    self._action_evidence(action)
+
+    def actions_declined_applied(self) -> None:
+        v = self._new("external_write_declined_ran", "a declined external write that was applied")
+        for action in self.records.actions:
+            if action.decision == "reject" and self._applied_for(action):
+                v.add(f"{action.thread}: {action.tool} {action.arguments} declined, applied")
+                self._action_evidence(action)
+
+    def actions_approved_lost(self) -> None:
+        v = self._new(
+            "external_write_approved_lost",
+            "an approved external write that was not applied, is not pending, not queued as"
+            " unknown, and whose failure the customer was not shown",
+        )
+        for action in self.records.actions:
+            if action.decision != "approve" or self._applied_for(action):
+                continue
+            if any(row[1] == "unknown" for row in self._ledger(action.thread)):
+                continue  # a person checks it (counted above)
+            state = self._state(action.customer, action.session)
+            if state.status_code == 200 and state.json().get("pending"):
+                self.info["external writes approved, still pending"] += 1
+                continue
+            if state.status_code == 200 and _failure_shown(state.json(), action.tool):
+                self.info["external writes not applied, the failure shown"] += 1
+                continue
+            v.add(f"{action.thread}: {action.tool} {action.arguments} approved; not applied")
+            self._action_evidence(action)
+
+
+def _operation_of(entry: dict[str, Any]) -> tuple[str, str]:
+    """(tool, the number unique to the operation) of an applied write or of a request."""
+    tool = str(entry.get("tool"))
+    if tool == "createRefundRequest":
+        return tool, str(entry.get("invoice_id"))
+    return tool, str(entry.get("points", entry.get("amount")))
 
 
 def _failure_shown(state: dict[str, Any], tool: str) -> bool:

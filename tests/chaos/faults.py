@@ -11,7 +11,10 @@ Network faults (netproxy.py) hit one path of one replica: its path to PgBouncer 
 latency, resets after a few bytes, a black hole (its connections stranded for good), lost
 replies to COMMIT, or a partition (new connections refused, open ones silent) for one to
 three leases, while its clients still reach it; its path to the model gets slow and thin;
-the webhook workers' path to the receiver gets black-holed.
+the webhook workers' path to the receiver gets black-holed. Latency, resets, black holes
+and lost replies also hit a `confirm` replica's path to an action server (a third of them,
+when one is free): there a lost reply is the answer to a tool call or a POST, the write
+applied and its result never heard.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ WRITE_RECORDED = b"INSERT INTO tool_executions"
 # On one replica's path to the database: that replica's requests may fail meanwhile.
 NET_DATABASE_FAULTS = ("net_latency", "net_reset", "net_blackhole", "net_lost_reply",
                        "net_partition")  # fmt: skip
+# The kinds that may hit a path to an action server instead, and how often they do.
+NET_ACTION_FAULTS = ("net_latency", "net_reset", "net_blackhole", "net_lost_reply")
+ACTION_PATH_SHARE = 1 / 3
+# A lost reply on an action path: the answer to a write's request (MCP, HTTP).
+ACTION_WRITES = {"mcp": b'"tools/call"', "http": b"POST /refund-requests"}
 
 
 @dataclass
@@ -83,6 +91,7 @@ class Injector:
         seed: int,
         kinds: list[str],
         gap_s: float,
+        action_share: float = ACTION_PATH_SHARE,
     ) -> None:
         self.deployment = deployment
         self.model = model
@@ -90,6 +99,7 @@ class Injector:
         self.random = random.Random(seed)
         self.kinds = kinds
         self.gap_s = gap_s
+        self.action_share = action_share
         self.log: list[Fault] = []
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -147,6 +157,11 @@ class Injector:
                 if path.name in self._busy or (cutting and len(whole) < 2):
                     continue
                 free.append(path)
+        if kind in NET_ACTION_FAULTS and self.random.random() < self.action_share:
+            actions = [
+                p for r in self.deployment.replicas for p in r.actions if p.name not in self._busy
+            ]
+            free = actions or free
         if not free:
             return None
         path = self.random.choice(free)
@@ -273,6 +288,11 @@ class Injector:
         elif kind in ("net_blackhole", "net_webhook_blackhole"):
             await asyncio.to_thread(lambda: path.blackhole(strand=True))
             seconds = r.uniform(2.0, 8.0)
+        elif kind == "net_lost_reply" and path.name.split()[-1] in ACTION_WRITES:
+            # The write went out and was applied; its answer never comes back.
+            after = None
+            await asyncio.to_thread(path.lost_reply, ACTION_WRITES[path.name.split()[-1]])
+            seconds = r.uniform(3.0, 8.0)
         elif kind == "net_lost_reply":
             # Half of them lose a write's COMMIT reply (its statements go out with it),
             # the others whichever COMMIT comes first (a run's closing, a checkpoint).
@@ -294,6 +314,8 @@ class Injector:
             await asyncio.to_thread(path.heal)
         if kind == "net_lost_reply":
             fault.note = f"{path.stats.lost_replies - lost} {'write ' if after else ''}replies lost"
+            if path.name.split()[-1] in ACTION_WRITES:
+                fault.note = f"{path.stats.lost_replies - lost} write answers lost"
         elif kind == "net_reset":
             fault.note += f", {path.stats.resets - resets} connections reset"
 

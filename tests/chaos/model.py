@@ -12,6 +12,7 @@ import re
 import threading
 from dataclasses import replace
 
+from app.actions.calls import OUTCOME_UNKNOWN
 from tests.fakellm import ChatRequest, Latency, Reply, StreamFault, ToolResult
 from tests.fakellm.policies import answer_order_status, summarise_tool_results
 
@@ -27,6 +28,12 @@ NOTED = "Noted. Is there anything else I can help you with?"
 HANDED_OVER = "I have passed your conversation to a human agent, who will reply by email."
 NOT_HANDED_OVER = "Sorry, I could not pass your conversation on. Please try again later."
 MODEL_FAULTS = ("hang", "drip", "truncate", "http_500")
+# The external writes (tests/chaos/actions.py): `[action] TOOL name=value ...` calls TOOL
+# with those arguments (digits as numbers); its result is told as one of these.
+ACTION = re.compile(r"^\[action\] (\w+)((?: \w+=\S+)*)")
+DONE = "DONE"  # the server's answer came back: "DONE <tool>: <result>"
+CHECKING = "A colleague will confirm whether that went through."  # the outcome is unknown
+NOT_DONE = "NOT DONE"  # a failure the service reports: "NOT DONE <tool>: <why>"
 
 
 class ChaosPolicy:
@@ -40,6 +47,9 @@ class ChaosPolicy:
                 return account_summary(results[-1])
             if results[-1].name == "transfer_to_human_agents":
                 return Reply.say(NOT_HANDED_OVER if results[-1].is_error else HANDED_OVER)
+            action = ACTION.match(text)
+            if action and results[-1].name == action.group(1):
+                return Reply.say(action_told(results[-1]))
             return summarise_tool_results(request)
         order = ORDER.search(text)
         if text.startswith("[cancel]") and order:
@@ -54,7 +64,21 @@ class ChaosPolicy:
             return Reply.call("transfer_to_human_agents", summary="The customer asks for a human.")
         if text.startswith("[story]"):
             return Reply.say(STORY, latency=STORY_PACE)
+        action = ACTION.match(text)
+        if action:
+            pairs = (p.split("=", 1) for p in action.group(2).split())
+            args = {k: int(v) if v.isdigit() else v for k, v in pairs}
+            return Reply.call(action.group(1), **args)
         return Reply.say(NOTED)
+
+
+def action_told(result: ToolResult) -> str:
+    """What the customer is told of an external write: done only when its result came."""
+    if result.content == OUTCOME_UNKNOWN:
+        return CHECKING
+    if result.is_error or result.content.startswith("Declined:"):
+        return f"{NOT_DONE} {result.name}: {result.content.removeprefix('Error:').strip()}"
+    return f"{DONE} {result.name}: {result.content}"
 
 
 def account_summary(result: ToolResult) -> Reply:

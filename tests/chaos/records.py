@@ -7,6 +7,7 @@ approved or declined, the threads it rewound or deleted, and every 5xx it got.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,6 +67,19 @@ class Write:
 
 
 @dataclass
+class Action:
+    """An external write the client asked for (actions.py), and what it was told of it."""
+
+    thread: str
+    session: str
+    customer: str
+    tool: str
+    arguments: dict[str, Any]  # as the model sends them (one number unique to the operation)
+    decision: str  # approve | reject
+    told: str = ""  # done | unknown | failed | "" (nothing said of it: an answer was lost)
+
+
+@dataclass
 class Http5xx:
     sent: float
     answered: float
@@ -90,6 +104,8 @@ class Records:
     turns: list[Turn] = field(default_factory=list)
     superseded: set[tuple[str, str]] = field(default_factory=set)  # (thread, content)
     writes: list[Write] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     deleted: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # thread: (c, s, pool)
     held: set[str] = field(default_factory=set)  # threads a person accepted
     errors_5xx: list[Http5xx] = field(default_factory=list)

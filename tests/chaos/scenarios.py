@@ -15,8 +15,8 @@ from typing import Any
 
 from app.api.auth import issue_token
 from tests.chaos.client import Client, NothingPending
-from tests.chaos.model import NOTED, STORY
-from tests.chaos.records import Turn, Write
+from tests.chaos.model import CHECKING, DONE, NOT_DONE, NOTED, STORY
+from tests.chaos.records import Action, Turn, Write
 from tests.scale.topology import JWT_SECRET
 
 STAFF = "staff-chaos"
@@ -214,6 +214,64 @@ async def delete(ctx: Context) -> str:
     return f"delete {response.status_code}"
 
 
+def _action_arguments(ctx: Context, tool: str) -> dict[str, Any]:
+    """The model's arguments: a number no other operation of the run uses, so the servers'
+    journals say which operation each applied write was for."""
+    n = next(ctx.client.records.numbers)
+    if tool == "issue_voucher":
+        return {"amount": n}
+    if tool == "redeem_points":
+        return {"points": n}
+    return {"invoice_id": f"INV-{n}", "amount": n}
+
+
+async def _action(ctx: Context, tool: str, decision: str) -> str:
+    """An external write (MCP or HTTP), confirmed or declined, and what the customer was
+    told of it: DONE only when the server's answer came back."""
+    c = ctx.client
+    args = _action_arguments(ctx, tool)
+    words = " ".join(f"{k}={v}" for k, v in args.items())
+    if await ctx.say(f"[action] {tool} {words}") != "interrupted":
+        return "no confirmation asked"
+    action = Action(ctx.thread, ctx.session, c.customer, tool, args, decision)
+    c.records.actions.append(action)  # before it is sent: a lost answer may have been taken
+    try:
+        seen = await c.run(ctx.base + "/resume", {"decision": decision}, thread=ctx.thread)
+    except NothingPending:
+        # An earlier try took the decision and its answer was lost: nothing was told.
+        return f"decided earlier; then {await ctx.say('[note] did that go through?', NOTED)}"
+    assert seen.done is not None
+    answer = "".join(seen.tokens)
+    if seen.done["status"] == "completed":
+        if answer.startswith(DONE):
+            action.told = "done"
+        elif answer == CHECKING:
+            action.told = "unknown"
+        elif answer.startswith(NOT_DONE):
+            action.told = "failed"
+    return f"{seen.done['status']} {action.told or 'told nothing'}"
+
+
+async def action_voucher(ctx: Context) -> str:
+    """MCP, idempotent: a voucher issued once per key."""
+    return await _action(ctx, "issue_voucher", "approve")
+
+
+async def action_redeem(ctx: Context) -> str:
+    """MCP, not idempotent: never resent; an unknown outcome goes to a person."""
+    return await _action(ctx, "redeem_points", "approve")
+
+
+async def action_refund(ctx: Context) -> str:
+    """HTTP (OpenAPI), idempotent by its Idempotency-Key header."""
+    return await _action(ctx, "createRefundRequest", "approve")
+
+
+async def action_decline(ctx: Context) -> str:
+    tool = ctx.rng.choice(["issue_voucher", "redeem_points", "createRefundRequest"])
+    return await _action(ctx, tool, "reject")
+
+
 # (operation, weight) for each pool: `confirm` replicas ask before a write, `direct` not.
 CONFIRM_OPS: list[tuple[Op, int]] = [
     (read_order, 20),
@@ -225,6 +283,10 @@ CONFIRM_OPS: list[tuple[Op, int]] = [
     (drop_and_resume, 8),
     (rewind, 6),
     (delete, 6),
+    (action_voucher, 4),
+    (action_redeem, 4),
+    (action_refund, 4),
+    (action_decline, 2),
 ]
 DIRECT_OPS: list[tuple[Op, int]] = [
     (write_unconfirmed, 6),

@@ -8,6 +8,9 @@ Planted faults (tests/chaos/planted/), each with the faults that bring it out:
 - lost-commit-told-failed.patch: a write whose connection broke is taken as not done
   (`nothing was changed`) without reading back what the database holds: its COMMIT may
   have run, its answer lost (`net_lost_reply`, half of them on a write's COMMIT).
+- resend-non-idempotent.patch: an external write that is not idempotent is sent again
+  after its answer was lost, like an idempotent one (`net_lost_reply` on the replicas'
+  paths to the action servers, the customers asking only for external writes).
 
 1. `git archive HEAD app` into a temp folder: the committed service, nothing else.
 2. The patch applied to it (`patch -p1`); by default no-fence.patch, which makes `fence()`
@@ -43,9 +46,18 @@ CAUGHT_BY = {
         "write_executed_twice",
     ),
     "lost-commit-told-failed.patch": ("write_told_failed_but_ran",),
+    "resend-non-idempotent.patch": ("external_write_applied_twice",),
 }
 # The faults each patch is run under (default: the ones that take a claim away).
-FAULTS = {"lost-commit-told-failed.patch": "net_lost_reply"}
+FAULTS = {
+    "lost-commit-told-failed.patch": "net_lost_reply",
+    "resend-non-idempotent.patch": "net_lost_reply",
+}
+ACTION_OPS = "action_voucher,action_redeem,action_refund,action_decline"
+# What else the soak is told for a patch: where its faults land, what the customers do.
+EXTRA = {
+    "resend-non-idempotent.patch": ["--action-share", "1", "--ops", ACTION_OPS],
+}
 
 
 def planted_copy(patch: Path) -> Path:
@@ -85,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.executable, "-m", "tests.chaos", "--duration", args.duration,
                 "--seed", args.seed, "--gap", args.gap,
                 "--faults", FAULTS.get(args.patch.name, "sigstop,kill9"),
-                "--out", str(args.out),
+                "--out", str(args.out), *EXTRA.get(args.patch.name, []),
             ],
             cwd=ROOT,
             env=env,

@@ -24,7 +24,7 @@ import httpx
 
 from tests.chaos.checker import Checker, Invariant
 from tests.chaos.client import Client, Cuts, GaveUp
-from tests.chaos.faults import WEIGHTS, Injector
+from tests.chaos.faults import ACTION_PATH_SHARE, WEIGHTS, Injector
 from tests.chaos.model import ChaosModel
 from tests.chaos.receiver import WebhookReceiver
 from tests.chaos.records import Records, now
@@ -51,6 +51,8 @@ class Settings:
     direct_clients: int = 4
     gap_s: float = 3.0
     kinds: list[str] = field(default_factory=lambda: list(WEIGHTS))
+    ops: list[str] | None = None  # the `confirm` clients' operations (None: all of them)
+    action_share: float = ACTION_PATH_SHARE  # of the net faults that may hit an action path
 
 
 @dataclass
@@ -160,7 +162,13 @@ async def soak(settings: Settings) -> Outcome:
             await asyncio.to_thread(deployment.start)  # migrations run their own loop
             await asyncio.to_thread(shop.insert, deployment.postgres.url)
             injector = Injector(
-                deployment, model, cuts, rng.randrange(2**32), settings.kinds, settings.gap_s
+                deployment,
+                model,
+                cuts,
+                rng.randrange(2**32),
+                settings.kinds,
+                settings.gap_s,
+                settings.action_share,
             )
             outcome = await _drive(
                 settings, deployment, shop, records, cuts, injector, rng, receiver
@@ -194,6 +202,8 @@ async def _drive(
     for i in range(settings.clients):
         pool = "direct" if i < settings.direct_clients else "confirm"
         ops = DIRECT_OPS if pool == "direct" else CONFIRM_OPS
+        if pool == "confirm" and settings.ops is not None:
+            ops = [(op, w) for op, w in ops if op.__name__ in settings.ops]
         # Each client has customers of its own: one customer's threads are one client's.
         mine = shop.customers[i * CUSTOMERS_PER_CLIENT : (i + 1) * CUSTOMERS_PER_CLIENT]
         client = Client(https[pool], mine[0], bearer(mine[0]), pool, records, cuts, shop)
@@ -220,7 +230,12 @@ async def _drive(
                 key = f"proxy: {name.replace('_', ' ')} ({path.name.split()[-1]} paths)"
                 records.events[key] += n
     checker = Checker(
-        deployment.postgres, deployment.url("confirm"), records, injector.log, receiver
+        deployment.postgres,
+        deployment.url("confirm"),
+        records,
+        injector.log,
+        receiver,
+        deployment.actions,
     )
     invariants = await asyncio.to_thread(checker.run)
     records.events.update({f"checker: {k}": n for k, n in checker.info.items()})

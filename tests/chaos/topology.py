@@ -9,8 +9,9 @@ soak's output folder and is stopped by its own pid.
 
 Every network path of a replica goes through the fault proxy (netproxy.py), a path of its
 own each: the replica to PgBouncer (`replica.db`), to the model (`replica.model`), and the
-webhook workers to the soak's receiver (`deployment.webhooks`, one path for all). A path's
-fault is one replica's alone: its clients still reach it through the balancer.
+webhook workers to the soak's receiver (`deployment.webhooks`, one path for all), and each
+`confirm` replica to the two action servers (`replica.actions`: MCP and HTTP, actions.py).
+A path's fault is one replica's alone: its clients still reach it through the balancer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Self
 
 import psycopg
 
+from tests.chaos.actions import ActionServers
 from tests.chaos.netproxy import NetProxy, Path
 from tests.faults import procs
 from tests.scale.topology import pgbouncer_settings, service_env
@@ -71,11 +73,13 @@ class Replica(procs.ServiceProcess):
         index: int,
         log_dir: FilePath,
         paths: tuple[Path, Path],
+        actions: tuple[Path, ...] = (),
     ) -> None:
         super().__init__(env, log_dir=log_dir)
         self.pool = pool
         self.name = f"{pool}-{index} :{self.port}"
         self.db, self.model = paths
+        self.actions = actions  # (to the MCP server, to the HTTP one); none in `direct`
 
 
 def via(url: str, path: Path) -> str:
@@ -103,6 +107,7 @@ class ChaosDeployment:
         self.balancers: dict[str, procs.HAProxy] = {}
         self.net = NetProxy(seed)
         self.webhooks: Path | None = None
+        self.actions: ActionServers | None = None
 
     @property
     def postgres(self) -> procs.PrivatePostgres:
@@ -133,18 +138,28 @@ class ChaosDeployment:
         self.net.start()
         self.webhooks = self.net.path("webhooks", ("127.0.0.1", self.webhook_port))
         hook = f"http://{self.webhooks.address}/hooks"
+        # The customer confirms an external write: the `confirm` pool has the actions.
+        self.actions = ActionServers.start(self.log_dir)
         for pool, (confirmation, count) in POOLS.items():
             for i in range(count):
                 db = self.net.path(f"{pool}-{i} db", host_port(self.bouncer.url), KERNEL_GIVES_UP_S)
                 model = self.net.path(f"{pool}-{i} model", host_port(self.model_url))
+                actions: tuple[Path, ...] = ()
+                extra: dict[str, str] = {}
+                if pool == "confirm":
+                    mcp = self.net.path(f"{pool}-{i} mcp", ("127.0.0.1", self.actions.mcp.port))
+                    http = self.net.path(f"{pool}-{i} http", ("127.0.0.1", self.actions.http.port))
+                    actions = (mcp, http)
+                    extra = self.actions.env(mcp.address, http.address)
                 env = service_env(
                     via(self.bouncer.url, db),
                     via(self.model_url, model),
                     WRITE_CONFIRMATION=confirmation,
                     HANDOFF_WEBHOOK_URL=hook,
                     **SOAK_ENV,
+                    **extra,
                 )
-                self.replicas.append(Replica(env, pool, i, self.log_dir, (db, model)))
+                self.replicas.append(Replica(env, pool, i, self.log_dir, (db, model), actions))
         with ThreadPoolExecutor(len(self.replicas)) as threads:
             list(threads.map(lambda r: r.start(), self.replicas))
         for pool in POOLS:
@@ -163,6 +178,8 @@ class ChaosDeployment:
         for proc in [*self.balancers.values(), *self.replicas, self.bouncer, self.pg]:
             if proc is not None:
                 proc.cleanup()
+        if self.actions is not None:
+            self.actions.cleanup()
         self.net.stop()
 
     def __enter__(self) -> Self:

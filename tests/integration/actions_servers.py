@@ -8,7 +8,9 @@ X-Customer-Token verified: signature, `aud`, `exp`), serves them at `GET /_seen`
 steered by `POST /_mode {"mode": "normal" | "hold" | "fail" | "slow"}`: `hold` applies a
 write and then never answers (a call in flight when the service dies), `fail` answers 500
 (MCP: an internal error), `slow` answers after 3 s. Idempotent writes are applied once per
-key; a repeated key gets the first answer.
+key; a repeated key gets the first answer. With `--journal PATH` every applied write is
+also appended to PATH as a JSON line, on disk before the answer goes (the chaos soak
+counts them after the run: tests/chaos/actions.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -36,8 +41,8 @@ SLOW_S = 3.0
 class Books:
     """What a server saw and did."""
 
-    def __init__(self, source: str, secret: str) -> None:
-        self.source, self.secret = source, secret
+    def __init__(self, source: str, secret: str, journal: Path | None = None) -> None:
+        self.source, self.secret, self.journal = source, secret, journal
         self.seen: list[dict[str, Any]] = []
         self.applied: list[dict[str, Any]] = []
         self.by_key: dict[str, Any] = {}
@@ -84,6 +89,15 @@ class Books:
             }
         )
 
+    def apply(self, entry: dict[str, Any]) -> None:
+        """An applied write: kept, and journalled (fsync) before it is answered."""
+        self.applied.append(entry)
+        if self.journal is not None:
+            with self.journal.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(entry) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+
     async def behave(self) -> None:
         if self.mode == "fail":
             raise RuntimeError("Traceback (most recent call last): internal database exploded")
@@ -105,8 +119,8 @@ class Books:
         return [Route("/_seen", seen, methods=["GET"]), Route("/_mode", mode, methods=["POST"])]
 
 
-def loyalty_app() -> Starlette:
-    books = Books("loyalty", LOYALTY_SECRET)
+def loyalty_app(journal: Path | None = None) -> Starlette:
+    books = Books("loyalty", LOYALTY_SECRET, journal)
     server = MCPServer("loyalty")
 
     def note(ctx: Context, tool: str, args: dict[str, Any]) -> str | None:
@@ -138,7 +152,7 @@ def loyalty_app() -> Starlette:
             "customer_id": customer_id,
             "amount": amount,
         }
-        books.applied.append({"tool": "issue_voucher", "key": key, **voucher})
+        books.apply({"tool": "issue_voucher", "key": key, **voucher})
         if key:
             books.by_key[key] = voucher
         await books.hold_if_asked()
@@ -149,7 +163,9 @@ def loyalty_app() -> Starlette:
         """Redeem loyalty points (not idempotent: every request redeems)."""
         key = note(ctx, "redeem_points", {"customer_id": customer_id, "points": points})
         await books.behave()
-        books.applied.append({"tool": "redeem_points", "key": key, "points": points})
+        books.apply(
+            {"tool": "redeem_points", "key": key, "customer_id": customer_id, "points": points}
+        )
         await books.hold_if_asked()
         return {"redeemed": points}
 
@@ -159,8 +175,8 @@ def loyalty_app() -> Starlette:
     return app
 
 
-def billing_app() -> Starlette:
-    books = Books("billing", BILLING_SECRET)
+def billing_app(journal: Path | None = None) -> Starlette:
+    books = Books("billing", BILLING_SECRET, journal)
     document = {
         "openapi": "3.1.0",
         "info": {"title": "Billing", "version": "1"},
@@ -245,7 +261,7 @@ def billing_app() -> Starlette:
         if key and key in books.by_key:
             return JSONResponse(books.by_key[key], status_code=201)
         made = {"refund_request_id": f"R{next(books.ids)}", **body}
-        books.applied.append({"tool": "createRefundRequest", "key": key, **made})
+        books.apply({"tool": "createRefundRequest", "key": key, **made})
         if key:
             books.by_key[key] = made
         await books.hold_if_asked()
@@ -265,8 +281,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=["mcp", "openapi"])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--journal", type=Path, default=None)
     args = parser.parse_args()
-    app = loyalty_app() if args.kind == "mcp" else billing_app()
+    app = loyalty_app(args.journal) if args.kind == "mcp" else billing_app(args.journal)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
