@@ -8,11 +8,13 @@ its outcome is unknown, and the thread goes to a person (`OUTCOME_UNKNOWN`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,6 +29,7 @@ from app.actions.remote import (
     Source,
     capped,
 )
+from app.errors import connection_lost
 from app.fencing import current_control
 from app.jsontext import compact_json
 from app.tools.results import Observation, error_text, failed_with, found
@@ -34,6 +37,7 @@ from app.tools.results import Observation, error_text, failed_with, found
 log = structlog.get_logger(__name__)
 
 MAX_RESENDS = 2  # an idempotent write is sent at most three times, always with one key
+STORE_RETRY_WAITS_S = (0.1, 0.5)  # storing an answer: three tries in all
 HANDOFF_REASON = "write_outcome_unknown"
 SOURCE_DOWN = error_text(
     "this service is not answering right now; nothing was sent. Try again later, or "
@@ -137,8 +141,25 @@ async def _deliver(
             log.warning("action sent, no answer", tool=record.tool_name, key=record.key)
             first = sends_left = False
             continue
-        ok, text = await ledger.finish(pool, record, answer.ok, _stored_text(answer))
+        ok, text = await _store(pool, record, answer)
         return answered(target.tool, Answered(ok, _recorded_text_of(ok, text)))
+
+
+async def _store(
+    pool: AsyncConnectionPool[Any], record: CallRecord, answer: Answered
+) -> tuple[bool, str]:
+    """The server's answer, stored. A connection lost under it (its COMMIT's reply, say)
+    leaves the answer stored or not: storing it again is safe (the first result stands),
+    so it is tried again on a fresh connection rather than told as a failure of the call."""
+    for wait_s in STORE_RETRY_WAITS_S:
+        try:
+            return await ledger.finish(pool, record, answer.ok, _stored_text(answer))
+        except psycopg.OperationalError as error:
+            if not connection_lost(error):
+                raise
+            log.warning("storing an action's answer again", tool=record.tool_name, key=record.key)
+            await asyncio.sleep(wait_s)
+    return await ledger.finish(pool, record, answer.ok, _stored_text(answer))
 
 
 async def _unknown(
