@@ -13,6 +13,8 @@ from psycopg_pool import PoolTimeout, TooManyRequests
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.retry import retried
+
 log = structlog.get_logger(__name__)
 
 
@@ -124,11 +126,21 @@ class RetryLostReads:
         if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
             await self.app(scope, receive, send)
             return
-        for attempt in range(1, READ_TRIES + 1):
-            body = receive if attempt == 1 else _empty_body(receive)
-            if not await self._try(scope, body, send, may_retry=attempt < READ_TRIES):
-                return
+
+        async def attempt(n: int) -> None:
+            body = receive if n == 1 else _empty_body(receive)
+            if await self._try(scope, body, send, may_retry=n < READ_TRIES):
+                raise _Lost
+
+        def retrying(_: BaseException) -> None:
             log.info("read retried after a lost database connection", path=scope.get("path"))
+
+        await retried(
+            attempt,
+            tries=READ_TRIES,
+            retryable=lambda error: isinstance(error, _Lost),
+            on_retry=retrying,
+        )
 
     async def _try(self, scope: Scope, receive: Receive, send: Send, *, may_retry: bool) -> bool:
         """One try; True when its connection died and nothing of it reached the client."""
@@ -144,6 +156,10 @@ class RetryLostReads:
 
         await self.app(scope, receive, held_back)
         return retry
+
+
+class _Lost(Exception):
+    """A try whose connection died, held back from the client: it may run again."""
 
 
 def _empty_body(receive: Receive) -> Receive:

@@ -19,7 +19,7 @@ import structlog
 from app.channels.store import ChannelStore, Inbound, Outbound
 from app.channels.turns import TryLater
 from app.errors import AppError
-from app.notify.webhooks import backoff_s
+from app.retry import backoff_s
 
 log = structlog.get_logger(__name__)
 
@@ -149,7 +149,9 @@ class InboxWorker(_Loop):
             if item.attempts >= MAX_ATTEMPTS:
                 await self.store.finish_inbox(item.id, "given_up:internal_error")
             else:
-                await self.store.retry_inbox(item.id, 2.0**item.attempts, "internal_error")
+                await self.store.retry_inbox(
+                    item.id, backoff_s(item.attempts, base_s=2.0), "internal_error"
+                )
             return
         await self.store.finish_inbox(item.id, outcome)
         self.on_done()

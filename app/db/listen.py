@@ -18,6 +18,7 @@ import structlog
 from psycopg import AsyncConnection, sql
 
 from app.background import Loop
+from app.retry import stepped_s
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +55,7 @@ class Listener:
             # a connection that was up starts the back-off over; failed connects lengthen it
             failures = 0 if self.connected.is_set() else failures + 1
             self._listening(False)
-            await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S) - 1)])
+            await asyncio.sleep(stepped_s(failures + 1, RETRY_S))  # the lost one counts too
 
     async def _listen_once(self) -> None:
         # Keepalives: a connection that went silent (a NAT dropped it) is found dead and

@@ -19,29 +19,23 @@ from app.eval.snapshot import Snapshot, diff, read_snapshot
 from app.eval.taskdata import overlay, start_data
 from app.eval.tasks import Action, Task
 from app.tools.registry import SPECS, WRITE_TOOL_NAMES
+from app.tools.spec import ToolSpec
 from app.tools.writing import Session
 
-# Tools that change nothing tau-bench compares: reads, and the hand-over (a ticket for the
-# humans, not shop data). `think` is a tau-bench tool this service does not have.
-NO_DATA_CHANGE = frozenset(
-    {
-        "calculate",
-        "calc_shipping",
-        "confirm_identity",
-        "find_user_id_by_email",
-        "find_user_id_by_name_zip",
-        "get_order_details",
-        "get_order_status",
-        "get_product_details",
-        "get_user_details",
-        "list_all_product_types",
-        "search_help_center",
-        "get_help_article",
-        "remember_preference",
-        "think",
-        "transfer_to_human_agents",
+# tau-bench tools this service does not have, which change nothing either.
+NOT_OURS = frozenset({"think"})
+
+
+def no_data_change(specs: Mapping[str, ToolSpec]) -> frozenset[str]:
+    """Tools that change nothing tau-bench compares, read from their specs: the reads, and
+    the writes the customer is not asked to approve because they change no data (the
+    hand-over: a ticket for the humans, not shop data)."""
+    return NOT_OURS | {
+        name for name, spec in specs.items() if spec.access == "read" or not spec.asks
     }
-)
+
+
+NO_DATA_CHANGE = no_data_change(SPECS)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from app.background import Loop
 from app.config import DEV_SECRET, WEBHOOK_SECRET_PREFIX, Settings, webhook_signing_key
 from app.jsonbytes import json_bytes
 from app.notify.destinations import HostPolicy, RefusedDestination, resolve
+from app.retry import backoff_s
 
 log = structlog.get_logger(__name__)
 
@@ -109,11 +110,6 @@ def signature(key: bytes, event_id: str, timestamp: int, body: bytes) -> str:
     signed = f"{event_id}.{timestamp}.".encode() + body
     digest = hmac.new(key, signed, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode()
-
-
-def backoff_s(attempts: int, base_s: float, cap_s: float) -> float:
-    """Seconds before the next try after `attempts` failed ones: base, 2 base, 4 base, ..."""
-    return float(min(cap_s, base_s * 2 ** min(max(attempts - 1, 0), 30)))
 
 
 @dataclass(frozen=True)

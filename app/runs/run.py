@@ -23,7 +23,7 @@ from typing import Any
 
 from app.fencing import Lease, RunControl
 from app.runs.logs import LogShipper
-from app.runs.stream import Done, Sequenced, StreamEvent, Token
+from app.runs.stream import Done, Sequenced, StreamEvent, Token, joined
 
 # The id of the human message a client_message_id opens a turn with, the same on every
 # retry: the turn's idempotency keys (app/db/idempotency.py) follow from it, so a write
@@ -61,16 +61,8 @@ class Run:
 
     def emit(self, event: StreamEvent) -> None:
         log = self.log
-        if (
-            isinstance(event, Token)
-            and len(log) > self.delivered
-            and isinstance(last := log[-1][1], Token)
-            and last.message_id == event.message_id
-        ):
-            log[-1] = (
-                log[-1][0],
-                Token(text=last.text + event.text, message_id=event.message_id),
-            )
+        if len(log) > self.delivered and (merged := joined(log[-1][1], event)) is not None:
+            log[-1] = (log[-1][0], merged)
         else:
             log.append((len(log) + 1, event))
         # Wake every reader waiting now; later ones wait on a fresh event.

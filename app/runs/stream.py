@@ -131,15 +131,34 @@ def data_of(event: StreamEvent) -> bytes:
     return event.model_dump_json(exclude=_exclude(event), fallback=str).encode()
 
 
+def sse_frame(
+    event: str, data: bytes, id: str | int | None = None, *, id_last: bool = False
+) -> bytes:
+    """One frame of a text/event-stream, the only place one is written: its `id`, `event`
+    and `data` lines, ended with CRLF as sse-starlette ends its pings, and a blank line.
+    `data` is one line (JSON, whose newlines are escaped). The /lg stream writes its id
+    last (`id_last`), as it always has. One format per shape: this runs once a frame."""
+    if id is None:
+        return b"event: %s\r\ndata: %s\r\n\r\n" % (event.encode(), data)
+    if id_last:
+        return b"event: %s\r\ndata: %s\r\nid: %s\r\n\r\n" % (event.encode(), data, _id(id))
+    return b"id: %s\r\nevent: %s\r\ndata: %s\r\n\r\n" % (_id(id), event.encode(), data)
+
+
+def _id(id: str | int) -> bytes:
+    return b"%d" % id if type(id) is int else str(id).encode()
+
+
 def frame(seq: int, event: StreamEvent) -> bytes:
-    return b"id: %d\r\nevent: %s\r\ndata: %s\r\n\r\n" % (seq, event.event.encode(), data_of(event))
+    return sse_frame(event.event, data_of(event), seq)
 
 
-def joins(last: StreamEvent, event: StreamEvent) -> bool:
-    """Whether `event` may be merged into `last`: both tokens of one message."""
-    return (
-        isinstance(event, Token) and isinstance(last, Token) and last.message_id == event.message_id
-    )
+def joined(last: StreamEvent, event: StreamEvent) -> Token | None:
+    """`event` merged into `last` when both are tokens of one message, else None: the
+    one rule of merging, for the run's log (`Run.emit`) and a batch's frames alike."""
+    if isinstance(event, Token) and isinstance(last, Token) and last.message_id == event.message_id:
+        return Token(text=last.text + event.text, message_id=event.message_id)
+    return None
 
 
 def merged_tokens(batch: Sequence[Sequenced]) -> list[Sequenced]:
@@ -147,9 +166,8 @@ def merged_tokens(batch: Sequence[Sequenced]) -> list[Sequenced]:
     same, the frames fewer, and a client resuming after that id has seen every piece."""
     out: list[Sequenced] = []
     for seq, event in batch:
-        if out and joins(last := out[-1][1], event):
-            assert isinstance(last, Token) and isinstance(event, Token)
-            out[-1] = (seq, Token(text=last.text + event.text, message_id=event.message_id))
+        if out and (merged := joined(out[-1][1], event)) is not None:
+            out[-1] = (seq, merged)
         else:
             out.append((seq, event))
     return out

@@ -4,10 +4,13 @@ every table with a thread_id column is deleted with its thread, forgotten by a t
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+import app.db
 from app.db.thread_tables import THREAD_TABLES
 
 # Deleted by AFTER DELETE triggers on `threads` (app/db/sql/40_control.sql, 50_webhooks.sql,
@@ -70,3 +73,33 @@ class TestThreadTables:
             triggers = {row["tgname"] for row in await cur.fetchall()}
         named = {reason.split()[1] for reason in FORGOTTEN_BY_TRIGGER.values()}
         assert named <= triggers
+
+    async def test_the_triggers_delete_what_is_named_here_and_no_listed_table(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> None:
+        """Read from the trigger functions as installed: each table named as forgotten is
+        deleted by the trigger named for it, and a table any of them deletes that has a
+        thread_id is named here (never one of THREAD_TABLES, deleted twice)."""
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT t.tgname, pg_get_functiondef(t.tgfoid) AS body FROM pg_trigger t
+                   WHERE t.tgrelid = 'threads'::regclass AND NOT t.tgisinternal"""
+            )
+            bodies = {row["tgname"]: row["body"] for row in await cur.fetchall()}
+            cur = await conn.execute(
+                """SELECT table_name FROM information_schema.columns
+                   WHERE column_name = 'thread_id' AND table_schema = current_schema()"""
+            )
+            with_thread_id = {row["table_name"] for row in await cur.fetchall()}
+        deleted_by = {
+            table: trigger
+            for trigger, body in bodies.items()
+            for table in re.findall(r"DELETE\s+FROM\s+(\w+)", body, re.IGNORECASE)
+            if table in with_thread_id
+        }
+        named = {table: reason.split()[1] for table, reason in FORGOTTEN_BY_TRIGGER.items()}
+        assert deleted_by == named
+        sql_dir = Path(app.db.__file__).parent / "sql"
+        for reason in FORGOTTEN_BY_TRIGGER.values():
+            file, trigger = reason.split()[:2]
+            assert f"TRIGGER {trigger} AFTER DELETE ON threads" in (sql_dir / file).read_text()

@@ -39,7 +39,7 @@ from app.errors import NotFound, thread_not_found
 from app.identity import Principal
 from app.jsonbytes import json_bytes
 from app.runs.run import Run, human_message_id
-from app.runs.stream import Done, RunFailed, RunStarted, Sequenced
+from app.runs.stream import Done, RunFailed, RunStarted, Sequenced, sse_frame
 
 router = APIRouter(tags=["langgraph: runs"])
 RunIdPath = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
@@ -203,10 +203,7 @@ def _source(
 def _frame(event: PlatformEvent, with_id: bool) -> bytes:
     seq, k, name, data = event
     body = json_bytes(data) or b"null"
-    out = b"event: %s\r\ndata: %s\r\n" % (name.encode(), body)
-    if with_id:
-        out += b"id: %s\r\n" % event_id(seq, k).encode()
-    return out + b"\r\n"
+    return sse_frame(name, body, event_id(seq, k) if with_id else None, id_last=True)
 
 
 async def _platform_frames(

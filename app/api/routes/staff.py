@@ -22,6 +22,7 @@ from app.api.sse import NO_BUFFERING
 from app.channels.relay import relay_staff_message
 from app.errors import AppError, thread_not_found
 from app.identity import STAFF_ROLES, Principal
+from app.runs.stream import sse_frame
 from app.threads.ids import InvalidThreadId, thread_id
 
 router = APIRouter(tags=["staff"], responses=JSON_ERRORS)
@@ -185,10 +186,15 @@ def _last_event_id(value: str | None) -> int:
         return 0
 
 
-async def _thread_events(services: Any, thread: str, after: int) -> AsyncIterator[dict[str, Any]]:
+async def _thread_events(services: Any, thread: str, after: int) -> AsyncIterator[bytes]:
     """Everything new on the thread, from the process's one poller (app/threads/feed.py)."""
     async for row in services.feed.follow(thread, after):
-        yield {"id": str(row["id"]), "event": row["kind"], "data": json.dumps(row["data"])}
+        yield feed_frame(row)
+
+
+def feed_frame(row: dict[str, Any]) -> bytes:
+    """A row of the thread's feed on the wire; its data as `json.dumps` writes it (ASCII)."""
+    return sse_frame(row["kind"], json.dumps(row["data"]).encode(), row["id"])
 
 
 def _events_response(services: Any, thread: str, last_event_id: str | None) -> EventSourceResponse:
