@@ -8,7 +8,6 @@ its outcome is unknown, and the thread goes to a person (`OUTCOME_UNKNOWN`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -32,12 +31,13 @@ from app.actions.remote import (
 from app.errors import connection_lost
 from app.fencing import current_control
 from app.jsontext import compact_json
+from app.retry import retried, stepped_s
 from app.tools.results import Observation, error_text, failed_with, found
 
 log = structlog.get_logger(__name__)
 
 MAX_RESENDS = 2  # an idempotent write is sent at most three times, always with one key
-STORE_RETRY_WAITS_S = (0.1, 0.5)  # storing an answer: three tries in all
+STORE_TRIES, STORE_RETRY_WAITS_S = 3, (0.1, 0.5)  # storing a server's answer
 HANDOFF_REASON = "write_outcome_unknown"
 SOURCE_DOWN = error_text(
     "this service is not answering right now; nothing was sent. Try again later, or "
@@ -151,15 +151,20 @@ async def _store(
     """The server's answer, stored. A connection lost under it (its COMMIT's reply, say)
     leaves the answer stored or not: storing it again is safe (the first result stands),
     so it is tried again on a fresh connection rather than told as a failure of the call."""
-    for wait_s in STORE_RETRY_WAITS_S:
-        try:
-            return await ledger.finish(pool, record, answer.ok, _stored_text(answer))
-        except psycopg.OperationalError as error:
-            if not connection_lost(error):
-                raise
-            log.warning("storing an action's answer again", tool=record.tool_name, key=record.key)
-            await asyncio.sleep(wait_s)
-    return await ledger.finish(pool, record, answer.ok, _stored_text(answer))
+
+    def lost(error: BaseException) -> bool:
+        return isinstance(error, psycopg.OperationalError) and connection_lost(error)
+
+    def noted(error: BaseException) -> None:
+        log.warning("storing an action's answer again", tool=record.tool_name, key=record.key)
+
+    return await retried(
+        lambda _: ledger.finish(pool, record, answer.ok, _stored_text(answer)),
+        tries=STORE_TRIES,
+        retryable=lost,
+        wait_s=lambda failures: stepped_s(failures, STORE_RETRY_WAITS_S),
+        on_retry=noted,
+    )
 
 
 async def _unknown(
