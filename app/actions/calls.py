@@ -9,7 +9,6 @@ its outcome is unknown, and the thread goes to a person (`OUTCOME_UNKNOWN`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +26,9 @@ from app.actions.remote import (
     Source,
     capped,
 )
-from app.fencing import current_control
 from app.jsontext import compact_json
 from app.tools.results import Observation, error_text, failed_with, found
+from app.turn import writing
 
 log = structlog.get_logger(__name__)
 
@@ -85,8 +84,7 @@ async def write(
     """Send the write once per key; a call this key already settled gets its result. A
     cancel of the run waits for it (as for a built-in write), so a customer's stop never
     cuts a call between its send and its record."""
-    control = current_control.get()
-    with control.write() if control is not None else nullcontext():
+    with writing():
         earlier = await ledger.claim(pool, record)
         if earlier is not None:
             return await settle(pool, target, record, args, earlier)
