@@ -40,6 +40,7 @@ from contextlib import (
     contextmanager,
     nullcontext,
 )
+from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -80,16 +81,12 @@ def _json_dumps(value: Any) -> bytes | str:
 _Batch = Batch  # (query, rows)
 
 
-@contextmanager
-def _current(turn: Turn | None) -> Iterator[Turn]:
-    """`turn` (else the current one) as the current turn for the block; a new one when
-    there is none (a graph driven outside the run service: tests, benchmarks, the CLI)."""
+def _enter(turn: Turn | None) -> tuple[Turn, Token[Turn | None] | None]:
+    """`turn`, else the current one, else a new one (a graph driven outside the run
+    service: tests, benchmarks, the CLI); and the token that makes it the current turn
+    until the block ends, when it was not (a run's turn is: nothing to undo)."""
     turn = turn or current_turn.get() or Turn()
-    if current_turn.get() is turn:
-        yield turn
-    else:
-        with turn.current():
-            yield turn
+    return turn, None if current_turn.get() is turn else current_turn.set(turn)
 
 
 @dataclass
@@ -160,12 +157,14 @@ def prefetched(
     """Within the block, the newest checkpoint of `thread_id` is `row` (the columns of the
     saver's SELECT), so loading it costs no round trip; the first store ends that. It rides
     on `turn` (by default the current one; a new one outside a run)."""
-    with _current(turn) as turn:
-        before, turn.prefetched = turn.prefetched, _Prefetched(thread_id, row)
-        try:
-            yield
-        finally:
-            turn.prefetched = before
+    turn, token = _enter(turn)
+    before, turn.prefetched = turn.prefetched, _Prefetched(thread_id, row)
+    try:
+        yield
+    finally:
+        turn.prefetched = before
+        if token is not None:
+            current_turn.reset(token)
 
 
 def _stored_since_prefetch(turn: Turn | None) -> None:
@@ -297,14 +296,18 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         the block stored with `store_then` is not stored again. They ride on `turn` (by
         default the current one; a new one outside a run)."""
         held = HeldRows(self)
-        with _current(turn) as turn:
-            before, turn.held = turn.held, held
+        turn, token = _enter(turn)
+        before, turn.held = turn.held, held
+        try:
+            yield held
+        finally:
+            turn.held = before
             try:
-                yield held
-            finally:
-                turn.held = before
                 if held.batches:
                     await held.store()
+            finally:
+                if token is not None:
+                    current_turn.reset(token)
 
     @traced("checkpoint store", lambda *_, **__: {"db.system.name": "postgresql"})
     async def _execute(
