@@ -1,17 +1,16 @@
 """What the layers that commit for a run must know of it: the claim it holds on its thread
 (the lease), and whether it is inside a write (which a cancel waits for).
 
-The run service claims a thread (a lease row with a generation number, app/runs/leases.py)
-and sets `current_lease` for the run; the graph's tasks copy the context, so the
-checkpointer and the write executor find it and fence their commits with it
-(app/db/leases.py). A leaf module, so db, agent and runs can all import it.
+The run service claims a thread (a lease row with a generation number, app/runs/leases.py);
+the run's turn carries the lease and the control (app/turn.py), so the checkpointer and the
+write executor find them and fence their commits with the lease (app/db/leases.py). A leaf
+module, so db, agent and runs can all import it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 
@@ -26,9 +25,6 @@ class Lease:
 class LeaseLost(Exception):
     """The run's claim on its thread passed to another run: it must stop, committing nothing.
     Never turned into a tool observation: it ends the run."""
-
-
-current_lease: ContextVar[Lease | None] = ContextVar("current_lease", default=None)
 
 
 @dataclass
@@ -52,12 +48,3 @@ class RunControl:
             if self.writing == 0 and self.on_idle is not None:
                 stop, self.on_idle = self.on_idle, None
                 stop()
-
-
-current_control: ContextVar[RunControl | None] = ContextVar("current_control", default=None)
-
-
-def stop_requested() -> bool:
-    """Whether the current run was asked to stop (always False outside a run)."""
-    control = current_control.get()
-    return control is not None and control.stop_requested

@@ -9,7 +9,6 @@ its outcome is unknown, and the thread goes to a person (`OUTCOME_UNKNOWN`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +28,10 @@ from app.actions.remote import (
     capped,
 )
 from app.errors import connection_lost
-from app.fencing import current_control
 from app.jsontext import compact_json
 from app.retry import retried, stepped_s
 from app.tools.results import Observation, error_text, failed_with, found
+from app.turn import writing
 
 log = structlog.get_logger(__name__)
 
@@ -89,8 +88,7 @@ async def write(
     """Send the write once per key; a call this key already settled gets its result. A
     cancel of the run waits for it (as for a built-in write), so a customer's stop never
     cuts a call between its send and its record."""
-    control = current_control.get()
-    with control.write() if control is not None else nullcontext():
+    with writing():
         earlier = await ledger.claim(pool, record)
         if earlier is not None:
             return await settle(pool, target, record, args, earlier)

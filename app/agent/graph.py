@@ -27,7 +27,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from app.agent.nodes import CoreNodes, TokenSink, answer_tokens
+from app.agent.nodes import CoreNodes
 from app.agent.ports import WriteLedger
 from app.agent.routing import Route, route_after_agent
 from app.agent.state import AgentState
@@ -37,6 +37,7 @@ from app.agent.tool_exec import WriteNodes, build_read_node
 from app.config import Settings
 from app.identity import AgentContext
 from app.tools.spec import ShopTool
+from app.turn import Turn, current_turn
 
 Graph = CompiledStateGraph[AgentState, AgentContext, Any, Any]
 STAFF_NODE = "staff"
@@ -61,25 +62,28 @@ def stream_turn(
     graph_input: Any,
     config: RunnableConfig,
     context: AgentContext,
-    on_token: TokenSink | None = None,
+    turn: Turn | None = None,
 ) -> AsyncIterator[Any]:
     """One run: (mode, chunk) pairs of each step's updates, every checkpoint stored before
     the run returns (`durability="sync"`; `run_batching` decides when).
 
-    The answer's tokens go to `on_token` (the service's run) straight from the agent node.
-    Without it they come as `custom` chunks, as any LangGraph client reads them (the
-    benchmarks' in-process graph and thin service, our yardsticks, do). The `custom` mode
-    costs every chunk a `call_soon_threadsafe` wake-up, a new waiter task and an
-    `asyncio.wait` over the step's tasks, and runs even a step of one node as a task of
-    its own; without it LangGraph runs such a step inline. The sink is set in the caller's
-    context (a run's own task), which the graph's tasks copy.
+    The answer's tokens go to the turn's sink (`turn.tokens`, the service's run) straight
+    from the agent node. Without one they come as `custom` chunks, as any LangGraph client
+    reads them (the benchmarks' in-process graph and thin service, our yardsticks, do). The
+    `custom` mode costs every chunk a `call_soon_threadsafe` wake-up, a new waiter task and
+    an `asyncio.wait` over the step's tasks, and runs even a step of one node as a task of
+    its own; without it LangGraph runs such a step inline. The agent node finds the turn in
+    `current_turn`: the executor set it in the run's own task, whose context the graph's
+    tasks copy (set here when it is not).
     """
-    answer_tokens.set(on_token)
+    if turn is not None and current_turn.get() is not turn:
+        current_turn.set(turn)
+    sink = turn.tokens if turn is not None else None
     return graph.astream(
         graph_input,
         config,
         context=context,
-        stream_mode=["custom", "updates"] if on_token is None else ["updates"],
+        stream_mode=["custom", "updates"] if sink is None else ["updates"],
         durability="sync",
     )
 

@@ -4,8 +4,6 @@ model step) and the node that answers refused calls."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +32,11 @@ from app.agent.state import AgentState, applied, changes_only
 from app.agent.text_protocol import MODEL_CALLS
 from app.agent.trimming import model_window
 from app.config import Settings
-from app.fencing import stop_requested
 from app.identity import AgentContext, conversation_customer
 from app.memory.store import list_preferences, preferences_prompt
 from app.metrics import first_chunk, observed_model_call
 from app.tools.results import failure, message
+from app.turn import TokenSink, current_turn
 
 log = structlog.get_logger(__name__)
 
@@ -49,11 +47,6 @@ BUDGET_SPENT = (
 )
 TOKEN_KEY = "token"  # a custom stream item {"token": text, "message_id": id}: answer text
 MESSAGE_ID_KEY = "message_id"
-
-TokenSink = Callable[[str, str], None]  # (a piece of the answer's text, the answer's id)
-# Where the agent node hands the answer's text when the caller gave it a sink (the service
-# does, through `stream_turn(on_token=...)`); else it goes to LangGraph's `custom` stream.
-answer_tokens: ContextVar[TokenSink | None] = ContextVar("answer_tokens", default=None)
 
 
 def _custom_stream() -> TokenSink:
@@ -89,14 +82,17 @@ async def streamed(
 
     Not LangGraph's `messages` mode: it hooks a callback handler into every runnable of the
     graph to catch tokens, which cost about 5 ms of CPU per turn, an eighth of the graph's
-    own cost. The run's sink (`answer_tokens`), when there is one; else the `custom` stream.
+    own cost. The run's sink (its turn's `tokens`), when there is one; else the `custom`
+    stream. A cancel (the turn's `control`) ends the answer where it is.
 
     The whole call has `deadline_s`, and a reply the model did not finish raises: either
     way the node fails, so nothing it streamed is stored, and the run ends with an error.
     """
-    if stop_requested():  # cancelled: the turn ends here, at a step boundary
+    turn = current_turn.get()
+    control = turn.control if turn is not None else None
+    if control is not None and control.stop_requested:  # cancelled: ends at a step boundary
         return cut_answer("")
-    write = answer_tokens.get() or _custom_stream()
+    write = (turn.tokens if turn is not None else None) or _custom_stream()
     chunks: list[Any] = []
     message_id = ""
     async with model_call_deadline(deadline_s):
@@ -110,7 +106,8 @@ async def streamed(
             chunks.append(chunk)
             if text := text_of(chunk):
                 write(text, message_id)
-            if stop_requested():  # cancelled mid-stream: closing the stream stops the model
+            # cancelled mid-stream: closing the stream stops the model
+            if control is not None and control.stop_requested:
                 cut = cut_answer("".join(text_of(c) for c in chunks))
                 cut.id = message_id
                 return cut

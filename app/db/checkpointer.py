@@ -19,6 +19,7 @@ pipeline, one round trip, when one of these comes first:
   instead of two), on their own before the outcome otherwise.
 A read-only turn so stores its five checkpoints (input, START, agent, tools, agent) in one
 round trip instead of four. Every step is still stored, so history and rewind see them all.
+What is held rides on the run's turn (app/turn.py), which every step of the run finds.
 The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
 message among them, and the thread continues from the last stored step (the turn before,
 or the last write's call). Nothing the shop did is lost: every effect waits for its call.
@@ -39,7 +40,7 @@ from contextlib import (
     contextmanager,
     nullcontext,
 )
-from contextvars import ContextVar
+from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -62,9 +63,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.db.leases import fence
 from app.db.trips import one_round_trip
-from app.fencing import current_lease
 from app.jsonbytes import json_bytes
 from app.tracing import traced
+from app.turn import Batch, Turn, current_lease, current_turn
 
 _INLINE_TYPES = (str, int, float, bool)
 
@@ -77,13 +78,21 @@ def _json_dumps(value: Any) -> bytes | str:
     return json_bytes(value) or json.dumps(value)
 
 
-_Batch = tuple[str, list[Any]]  # (query, rows)
+_Batch = Batch  # (query, rows)
+
+
+def _enter(turn: Turn | None) -> tuple[Turn, Token[Turn | None] | None]:
+    """`turn`, else the current one, else a new one (a graph driven outside the run
+    service: tests, benchmarks, the CLI); and the token that makes it the current turn
+    until the block ends, when it was not (a run's turn is: nothing to undo)."""
+    turn = turn or current_turn.get() or Turn()
+    return turn, None if current_turn.get() is turn else current_turn.set(turn)
 
 
 @dataclass
 class HeldRows:
-    """What a run's checkpointer holds back, in order. The graph's tasks copy the run's
-    context, so every step of the run appends to the same list."""
+    """What a run's checkpointer holds back, in order. The run's turn holds it, so every
+    step of the run appends to the same list."""
 
     saver: PostgresCheckpointer
     batches: list[_Batch] = field(default_factory=list)
@@ -112,12 +121,10 @@ class HeldRows:
             raise
 
 
-_held: ContextVar[HeldRows | None] = ContextVar("held_checkpoint_rows", default=None)
-
-
 async def store_held() -> None:
     """Store what the current run's checkpointer holds back, now; nothing outside a run."""
-    held = _held.get()
+    turn = current_turn.get()
+    held = turn.held if turn is not None else None
     if held is not None and held.batches:
         await held.store()
 
@@ -143,24 +150,26 @@ class _Prefetched:
         )
 
 
-_prefetched: ContextVar[_Prefetched | None] = ContextVar("prefetched_checkpoint", default=None)
-
-
 @contextmanager
-def prefetched(thread_id: str, row: dict[str, Any] | None) -> Iterator[None]:
+def prefetched(
+    thread_id: str, row: dict[str, Any] | None, turn: Turn | None = None
+) -> Iterator[None]:
     """Within the block, the newest checkpoint of `thread_id` is `row` (the columns of the
-    saver's SELECT), so loading it costs no round trip; the first store ends that."""
-    token = _prefetched.set(_Prefetched(thread_id, row))
+    saver's SELECT), so loading it costs no round trip; the first store ends that. It rides
+    on `turn` (by default the current one; a new one outside a run)."""
+    turn, token = _enter(turn)
+    before, turn.prefetched = turn.prefetched, _Prefetched(thread_id, row)
     try:
         yield
     finally:
-        _prefetched.reset(token)
+        turn.prefetched = before
+        if token is not None:
+            current_turn.reset(token)
 
 
-def _stored_since_prefetch() -> None:
-    pre = _prefetched.get()
-    if pre is not None:
-        pre.live = False
+def _stored_since_prefetch(turn: Turn | None) -> None:
+    if turn is not None and turn.prefetched is not None:
+        turn.prefetched.live = False
 
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -200,7 +209,8 @@ class PostgresCheckpointer(AsyncPostgresSaver):
                     yield cur
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        pre = _prefetched.get()
+        turn = current_turn.get()
+        pre = turn.prefetched if turn is not None else None
         if pre is not None and pre.answers(config):
             return None if pre.row is None else await self._load_checkpoint_tuple(pre.row)
         # What this run holds back is the thread's newest state: stored before it is read.
@@ -216,7 +226,8 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        _stored_since_prefetch()
+        turn = current_turn.get()
+        _stored_since_prefetch(turn)
         values = checkpoint["channel_values"]
         if any(isinstance(v, _DeltaSnapshot) for v in values.values()):
             await store_held()  # upstream's path stores at once: keep the order
@@ -242,7 +253,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             Jsonb(get_serializable_checkpoint_metadata(config, metadata), dumps=_json_dumps),
         )
         batches.append((self.UPSERT_CHECKPOINTS_SQL, [row]))
-        held = _held.get()
+        held = turn.held if turn is not None else None
         if held is not None:
             held.batches += batches
         else:
@@ -256,7 +267,8 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        _stored_since_prefetch()
+        turn = current_turn.get()
+        _stored_since_prefetch(turn)
         # Special channels (errors, interrupts) have fixed slots and are upserted.
         special = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         query = self.UPSERT_CHECKPOINT_WRITES_SQL if special else self.INSERT_CHECKPOINT_WRITES_SQL
@@ -269,7 +281,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             task_path,
             writes,
         )
-        held = _held.get()
+        held = turn.held if turn is not None else None
         if held is None:
             await self._execute([(query, rows)])
         elif special:  # an error or an interrupt: stored now, with everything before it
@@ -278,18 +290,24 @@ class PostgresCheckpointer(AsyncPostgresSaver):
             held.batches.append((query, rows))
 
     @asynccontextmanager
-    async def held_until_needed(self) -> AsyncIterator[HeldRows]:
+    async def held_until_needed(self, turn: Turn | None = None) -> AsyncIterator[HeldRows]:
         """Hold the block's checkpoints and writes back until a write needs them stored, an
         error or interrupt is written, or the block ends (see the module's docstring). What
-        the block stored with `store_then` is not stored again."""
+        the block stored with `store_then` is not stored again. They ride on `turn` (by
+        default the current one; a new one outside a run)."""
         held = HeldRows(self)
-        token = _held.set(held)
+        turn, token = _enter(turn)
+        before, turn.held = turn.held, held
         try:
             yield held
         finally:
-            _held.reset(token)
-            if held.batches:
-                await held.store()
+            turn.held = before
+            try:
+                if held.batches:
+                    await held.store()
+            finally:
+                if token is not None:
+                    current_turn.reset(token)
 
     @traced("checkpoint store", lambda *_, **__: {"db.system.name": "postgresql"})
     async def _execute(
@@ -304,7 +322,7 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         grouped: dict[str, list[Any]] = {}
         for query, rows in batches:
             grouped.setdefault(query, []).extend(rows)
-        if current_lease.get() is None and then is None:
+        if current_lease() is None and then is None:
             async with self._cursor(pipeline=True) as cur:
                 for query, rows in grouped.items():
                     await cur.executemany(query, rows)
@@ -346,10 +364,12 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         )
 
 
-def run_batching(saver: object) -> AbstractAsyncContextManager[HeldRows | None]:
-    """The block one run of a graph goes in: `held_until_needed()` when the graph
+def run_batching(
+    saver: object, turn: Turn | None = None
+) -> AbstractAsyncContextManager[HeldRows | None]:
+    """The block one run of a graph goes in: `held_until_needed(turn)` when the graph
     checkpoints through `PostgresCheckpointer` (the block gets what it holds), nothing
     otherwise."""
     if isinstance(saver, PostgresCheckpointer):
-        return saver.held_until_needed()
+        return saver.held_until_needed(turn)
     return nullcontext(None)

@@ -13,7 +13,8 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 
-from app.fencing import Lease, LeaseLost, current_lease
+from app.fencing import Lease, LeaseLost
+from app.turn import current_lease
 
 FENCE_SQL = "SELECT cs_fence(%s, %s, %s, %s)"
 LEASE_LOST_SQLSTATE = "CSL01"
@@ -30,7 +31,7 @@ def is_lease_lost(error: BaseException) -> bool:
 async def fence(conn: AsyncConnection[Any] | AsyncCursor[Any]) -> None:
     """Fence the transaction `conn` is in with the current run's lease; nothing outside a
     run (the CLI, tests that drive a graph directly)."""
-    lease = current_lease.get()
+    lease = current_lease()
     if lease is None:
         return
     try:

@@ -12,7 +12,8 @@ from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
 
 from app.db.leases import is_lease_lost
-from app.fencing import LeaseLost, current_lease
+from app.fencing import LeaseLost
+from app.turn import current_lease
 
 UNFINISHED = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
@@ -47,6 +48,6 @@ async def finished_on_error(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
             with contextlib.suppress(psycopg.Error):  # a dead connection: the pool drops it
                 await conn.rollback()
         if is_lease_lost(error):
-            lease = current_lease.get()
+            lease = current_lease()
             raise LeaseLost(lease.thread_id if lease else "") from None
         raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -26,9 +25,10 @@ from app.db.checkpointer import store_held
 from app.db.leases import fence
 from app.db.trips import finished_on_error
 from app.domain.errors import RuleViolation
-from app.fencing import LeaseLost, current_control
+from app.fencing import LeaseLost
 from app.jsontext import compact_json
 from app.tracing import traced
+from app.turn import writing
 
 log = structlog.get_logger(__name__)
 
@@ -98,8 +98,7 @@ async def execute_write(
 ) -> WriteOutcome:
     """Run `action` once per key. A RuleViolation is recorded as an error outcome and
     rolls the action back; any other failure records nothing and returns a generic error."""
-    control = current_control.get()
-    with control.write() if control is not None else nullcontext():  # a cancel waits for it
+    with writing():  # a cancel waits for it
         return await _execute_write(
             pool,
             _Record(idempotency_key, thread_id, actor, customer_id, tool_name, arguments),

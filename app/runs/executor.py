@@ -19,7 +19,7 @@ from app.agent.graph import Graph, run_config, stream_turn
 from app.agent.ports import WriteLedger
 from app.config import Settings
 from app.db.checkpointer import HeldRows, prefetched, run_batching
-from app.fencing import LeaseLost, current_control, current_lease
+from app.fencing import LeaseLost
 from app.identity import AgentContext, Principal
 from app.metrics import Metrics
 from app.policies.texts import PolicyTexts
@@ -31,6 +31,7 @@ from app.runs.repository import RunRepository
 from app.runs.run import Run
 from app.runs.stream import Citations, Done, RunFailed, RunStarted, Token
 from app.runs.surgery import leave_consistent
+from app.turn import Turn, current_turn
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +51,7 @@ def _stop_if_running(run: Run) -> None:
 @dataclass
 class StreamedAnswer:
     """The answer the agent streams, handed to the run piece by piece as the model sends
-    it (`stream_turn(on_token=...)`), and kept until the agent's step stores it whole: a
+    it (the turn's sink, `Turn.tokens`), and kept until the agent's step stores it whole: a
     cancel stores what there is so far, cut."""
 
     run: Run
@@ -146,8 +147,14 @@ class Executor:
     async def _execute(
         self, run: Run, principal: Principal, inputs: list[Any], title: str | None
     ) -> None:
-        current_lease.set(run.lease)  # the task's own context: every commit is fenced with it
-        current_control.set(run.control)  # a cancel reaches the agent node through it
+        started = time.monotonic()
+        answer = StreamedAnswer(run, started)
+        # The run's state, one object: its lease fences every commit, its control brings a
+        # cancel to the agent node, its sink takes the answer's tokens, and the blocks below
+        # put the held steps and the prefetched checkpoint on it. Current in the task's own
+        # context, whose copy every task of the graph gets.
+        turn = Turn(lease=run.lease, control=run.control, tokens=answer)
+        current_turn.set(turn)
         config = run_config(run.thread_id, self.settings)
         context = AgentContext(
             user_id=principal.user_id,
@@ -158,8 +165,6 @@ class Executor:
         recorder = TurnRecorder()
         status = "failed"
         closed: tuple[dict[str, Any], str | None] | None = None  # recorded with its steps
-        started = time.monotonic()
-        answer = StreamedAnswer(run, started)
         bound = log.bind(run_id=run.run_id, thread_id=run.thread_id)
         self.metrics.run_started()
         try:
@@ -176,13 +181,11 @@ class Executor:
             run.in_graph = True
             # the run's checkpoints are held back and stored together (checkpointer.py),
             # and the checkpoint it starts from is the one its claim read
-            async with run_batching(self.graph.checkpointer) as held:
+            async with run_batching(self.graph.checkpointer, turn) as held:
                 async with asyncio.timeout(self.settings.turn_deadline_s):
-                    with prefetched(run.thread_id, run.checkpoint_row):
+                    with prefetched(run.thread_id, run.checkpoint_row, turn):
                         for graph_input in inputs:
-                            stream = stream_turn(
-                                self.graph, graph_input, config, context, on_token=answer
-                            )
+                            stream = stream_turn(self.graph, graph_input, config, context, turn)
                             async for mode, chunk in stream:
                                 if mode == "updates" and "agent" in chunk:
                                     answer.stored()

@@ -13,11 +13,11 @@ from app.agent.graph import Graph, run_config
 from app.agent.views import message_view, title_from
 from app.config import Settings
 from app.db.checkpointer import prefetched
-from app.fencing import current_lease
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
 from app.runs.run import Run
 from app.runs.surgery import store_messages
+from app.turn import Turn
 
 
 class HeldThreads:
@@ -32,12 +32,9 @@ class HeldThreads:
     async def store_customer_message(
         self, run: Run, human: HumanMessage, control: str
     ) -> dict[str, Any]:
-        token = current_lease.set(run.lease)  # fenced like a run's commits
-        try:
-            with prefetched(run.thread_id, run.checkpoint_row):
-                await store_messages(self.graph, run_config(run.thread_id, self.settings), [human])
-        finally:
-            current_lease.reset(token)
+        turn = Turn(lease=run.lease)  # fenced like a run's commits
+        with turn.current(), prefetched(run.thread_id, run.checkpoint_row, turn):
+            await store_messages(self.graph, run_config(run.thread_id, self.settings), [human])
         view = message_view(human)
         result: dict[str, Any] = {
             "run_id": run.run_id,

@@ -25,11 +25,11 @@ from app.agent.edits import STAFF_AUTHOR
 from app.agent.graph import Graph, run_config
 from app.config import Settings
 from app.errors import Conflict, ThreadBusy
-from app.fencing import current_lease
 from app.identity import Principal
 from app.metrics import Metrics
 from app.runs.leases import ThreadLeases
 from app.runs.surgery import store_messages
+from app.turn import Turn, current_turn
 
 log = structlog.get_logger(__name__)
 
@@ -185,13 +185,13 @@ class Controls:
         claim = await self.leases.claim(thread_id, f"staff-{uuid.uuid4()}")
         if claim is None:
             raise ThreadBusy(retry_after_s=1)
-        token = current_lease.set(claim.lease)
+        token = current_turn.set(Turn(lease=claim.lease))
         try:
             await store_messages(
                 self.graph, run_config(thread_id, self.settings), messages, handed_back=handed_back
             )
         finally:
-            current_lease.reset(token)
+            current_turn.reset(token)
             await self.leases.release(claim.lease)
 
     @staticmethod

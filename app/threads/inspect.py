@@ -15,10 +15,10 @@ from app.agent.model_view import text_of
 from app.agent.views import message_view, shorten
 from app.db.erase import KeepOutcomes
 from app.errors import NotFound, ThreadBusy, thread_not_found
-from app.fencing import current_lease
 from app.runs.leases import ThreadLeases
 from app.runs.repository import RunRepository
 from app.threads.archive import PgTranscriptArchive
+from app.turn import Turn, current_turn
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
@@ -57,11 +57,11 @@ class ThreadInspector:
         claim = await self.leases.claim(thread_id, f"{what}-{uuid.uuid4()}")
         if claim is None:
             raise ThreadBusy()
-        token = current_lease.set(claim.lease)
+        token = current_turn.set(Turn(lease=claim.lease))
         try:
             yield
         finally:
-            current_lease.reset(token)
+            current_turn.reset(token)
             await self.leases.release(claim.lease)
 
     async def require_thread(self, thread_id: str) -> dict[str, Any]:

@@ -14,9 +14,10 @@ from psycopg_pool import AsyncConnectionPool
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.leases import fence
 from app.db.writes import execute_write
-from app.fencing import LeaseLost, current_lease
+from app.fencing import LeaseLost
 from app.runs.leases import Claim, ThreadLeases
 from app.runs.statements import ABANDON_DEAD
+from app.turn import Turn, current_turn
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ class TestFencing:
         thread = new_thread()
         old = await leases.claim(thread, "old-run")
         assert old is not None
-        token = current_lease.set(old.lease)
+        token = current_turn.set(Turn(lease=old.lease))
         try:
             await fenced_insert(db, "by-old-while-holding")
             await expire(db, thread)
@@ -135,7 +136,7 @@ class TestFencing:
             with pytest.raises(LeaseLost):
                 await fenced_insert(db, "by-old-after-takeover")
         finally:
-            current_lease.reset(token)
+            current_turn.reset(token)
         assert await committed(db, "by-old-while-holding") == 1
         assert await committed(db, "by-old-after-takeover") == 0
 
@@ -171,7 +172,7 @@ class TestFencing:
                 action=action,
             )
 
-        token = current_lease.set(old.lease)
+        token = current_turn.set(Turn(lease=old.lease))
         try:
             held = await write(f"{thread}:held")
             await expire(db, thread)
@@ -179,7 +180,7 @@ class TestFencing:
             with pytest.raises(LeaseLost):
                 await write(f"{thread}:superseded")
         finally:
-            current_lease.reset(token)
+            current_turn.reset(token)
         assert held.ok and acted == ["ran"]  # the second action never ran
         assert await committed(db, marker) == 1  # the first action's only
         async with db.connection() as conn:  # and no record of the refused one
@@ -216,7 +217,7 @@ class TestFencing:
                 )
                 return [row["xmin"] for row in await cur.fetchall()]
 
-        token = current_lease.set(claim.lease)
+        token = current_turn.set(Turn(lease=claim.lease))
         try:
             async with saver.held_until_needed() as held:
                 await step(held)
@@ -233,7 +234,7 @@ class TestFencing:
                         await held.store_then(mark, {"thread": thread, "marker": "superseded"})
                     assert len(held.batches) == 1  # held again, for the block's end
         finally:
-            current_lease.reset(token)
+            current_turn.reset(token)
         assert len(await checkpoints()) == 1
         assert await committed(db, "with-steps") == 1
         assert await committed(db, "superseded") == 0

@@ -22,7 +22,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     # who is acting; settings; errors; small plumbing
     frozenset(
         {"app", "identity", "config", "errors", "jsonbytes", "fencing", "logging", "metrics"}
-        | {"gc_tuning", "jsontext", "tracing", "background", "retry"}
+        | {"gc_tuning", "jsontext", "tracing", "background", "retry", "turn"}
     ),
     frozenset({"domain"}),  # business rules: see also ISOLATED
     # leaf services on their own tables (or none): help centre, preferences, codes and the
