@@ -698,6 +698,15 @@ def section_roundtrips(r: dict[str, Any]) -> list[str]:
     return ["## Round trips per turn", "", render_roundtrips(rt), ""]
 
 
+def section_scale(r: dict[str, Any]) -> list[str]:
+    """Section `scale` (benchmarks/scale_section.py): how far one Postgres primary carries us."""
+    if not r.get("scale"):
+        return []
+    from benchmarks.scale_report import render as render_scale
+
+    return [render_scale(r["scale"]), ""]
+
+
 def _section_profile(r: dict[str, Any]) -> list[str]:
     prof = r.get("profile")
     if not prof:
@@ -797,6 +806,7 @@ def render(r: dict[str, Any]) -> str:
     lines += _section_ceilings(r)
     lines += section_capacity(r)
     lines += section_roundtrips(r)
+    lines += section_scale(r)
     lines += section_lg_cost(r)
     if r.get("features_md"):
         lines += [r["features_md"].rstrip(), ""]

@@ -32,6 +32,7 @@ from benchmarks import (
     profiling,
     retention,
     roundtrips,
+    scale_section,
     summary,
 )
 from benchmarks.config import FULL, QUICK, Plan
@@ -566,6 +567,9 @@ def run_all(bench: Bench) -> None:
         )
     capacity.section(bench, PROFILES["realistic"])
     section_roundtrips(bench)
+    if plan.scale_parts:
+        log("section scale: one Postgres primary (a private cluster)")
+        scale_section.section(bench, plan.scale_parts)
     with services(bench, "slow") as urls:
         bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]}, turns=2)
         bench.section_memory("ours", urls["ours"])
