@@ -50,8 +50,8 @@ class Plan:
     roundtrip_turns: int = 10  # benchmarks/roundtrips.py, turns of each kind (0: skip)
     # section `scale` (benchmarks/scale_section.py; empty parts: skip)
     scale_parts: tuple[str, ...] = ("pg", "idle", "cross", "workers")
-    scale_pg_reads: int = 150  # read turns per system (and as many write turns as pending
-    scale_pg_writes: int = 80  # orders allow, up to this)
+    scale_pg_reads: int = 300  # read turns per system (and as many write turns as pending
+    scale_pg_writes: int = 150  # orders allow, up to this)
     scale_pg_concurrency: int = 4
     scale_idle_replicas: tuple[int, ...] = (1, 4, 8)
     scale_idle_window_s: float = 30.0

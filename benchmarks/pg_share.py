@@ -10,14 +10,15 @@ its own (a copy of the seeded shop), so the cluster's CPU is that system's:
   turn (model -> cancel_pending_order -> model): our WRITE_CONFIRMATION is off, as the
   peer has no confirmation step.
 
-Each batch is `turns` turns, `concurrency` at a time, then a quiet wait so every backend has
+Each batch is `turns` turns, `concurrency` at a time. Measured from its start to 0.5 s after
+its last turn: the CPU (utime + stime, /proc) of every process of the cluster, the backends
+that exited included (the postmaster's reaped children), so autovacuum and the checkpointer
+count when they run meanwhile; `pg_stat_statements` (calls, total time) of the database;
+the WAL written (`pg_current_wal_lsn`). Then, after a quiet wait so every backend has
 flushed its table counters (Postgres flushes a backend's pending statistics within 10 s of
-it going idle). Measured around each batch: the CPU (utime + stime, /proc) of every process
-of the cluster, the backends that exited included (the postmaster's reaped children);
-`pg_stat_statements` (calls, total time) of the database; the WAL written
-(`pg_current_wal_lsn`); `n_tup_upd - n_tup_hot_upd` per table. What the system does while
-idle (its background loops, the snapshots' own statements) is measured the same way over an
-idle window and subtracted in proportion to each batch's length.
+it going idle): `n_tup_upd - n_tup_hot_upd` and `n_tup_ins` per table. What the system does
+while idle (its background loops, the snapshots' own statements) is measured the same way
+over an idle window and subtracted in proportion to each measurement's length.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import psycopg
 
 from benchmarks.client import OurClient, PeerClient, Pool, TurnResult
 
+SETTLE_S = 0.5  # the last turns' commits and WAL writes after their `done` event
 QUIET_S = 11.5  # a backend's pending table statistics are flushed within 10 s of idling
 IDLE_S = 12.0
 KINDS = ("read", "write")
@@ -236,11 +238,14 @@ async def measure(
             started = time.monotonic()
             done = await batch(one, len(pairs), concurrency)
             busy_s = time.monotonic() - started
+            await asyncio.sleep(SETTLE_S)
+            end = snapshot(conn, postmaster)
             await asyncio.sleep(QUIET_S)
             after = snapshot(conn, postmaster)
             ok = [r for r in done if r.ok]
-            net = Delta.between(before, after).minus_idle(idle)
-            entry = net.per_turn(len(ok))
+            entry = Delta.between(before, end).minus_idle(idle).per_turn(len(ok))
+            tables = Delta.between(before, after).minus_idle(idle).per_turn(len(ok))
+            entry["nonhot"], entry["inserts"] = tables["nonhot"], tables["inserts"]
             entry["errors"] = len(done) - len(ok)
             entry["error_kinds"] = sorted({str(r.error) for r in done if not r.ok})[:3]
             entry["busy_s"] = busy_s

@@ -81,7 +81,9 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
         " cancel_pending_order, model; our WRITE_CONFIRMATION off, as the peer has no"
         " confirmation). **Postgres CPU** is utime + stime (/proc) of every process of the"
         " private cluster (backends, exited ones included, WAL writer, checkpointer,"
-        " autovacuum), over the batch and a quiet 11.5 s after it; *statement time* is"
+        " autovacuum when it runs), from the batch's start to 0.5 s after its end (non-HOT"
+        " updates and inserts: after 11.5 s more, once every backend flushed its counters);"
+        " *statement time* is"
         " `pg_stat_statements` total_exec_time. WAL bytes are `pg_current_wal_lsn` differences"
         " (records only: full_page_writes is off). What the system costs while idle (measured"
         " over 12 s before) is subtracted.",

@@ -80,8 +80,9 @@ class Cluster:
                 "track_io_timing = on\n"
             )
         self.pg.start()
-        with psycopg.connect(self.pg.url, autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        for url in (self.pg.url, self.pg.admin_url):  # the shop's copies; the idle counts
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         log(f"private cluster on :{self.pg.port}; seeding the shop")
         env = {"DATABASE_URL": self.pg.url, "LOG_LEVEL": "WARNING"}
         run_checked([PY, "-m", "app", "seed"], env, bench.out / "scale-seed.log")
