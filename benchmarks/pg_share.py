@@ -11,8 +11,9 @@ its own (a copy of the seeded shop), so the cluster's CPU is that system's:
   peer has no confirmation step.
 
 Each batch is `turns` turns, `concurrency` at a time. Measured from its start to 0.5 s after
-its last turn: the CPU (utime + stime, /proc) of every process of the cluster, the backends
-that exited included (the postmaster's reaped children), so autovacuum and the checkpointer
+its last turn: the CPU of every process of the cluster (/proc/<pid>/schedstat, in ns), the
+backends that exited included (the postmaster's reaped children's utime + stime), so
+autovacuum and the checkpointer
 count when they run meanwhile; `pg_stat_statements` (calls, total time) of the database;
 the WAL written (`pg_current_wal_lsn`). Then, after a quiet wait so every backend has
 flushed its table counters (Postgres flushes a backend's pending statistics within 10 s of
@@ -24,6 +25,7 @@ over an idle window and subtracted in proportion to each measurement's length.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -46,18 +48,28 @@ JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database()"""
 TABLES_SQL = "SELECT relname, n_tup_upd - n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables"
 
 
+def on_cpu_s(process: psutil.Process) -> float:
+    """A live process's CPU seconds: /proc/<pid>/schedstat's time on CPU (nanoseconds), where
+    the kernel has it; utime + stime (whole clock ticks, 10 ms) otherwise. The ticks of ten
+    backends could be off by 0.1 s together: a turn's Postgres CPU is a few ms."""
+    try:
+        with open(f"/proc/{process.pid}/schedstat", encoding="ascii") as stat:
+            return int(stat.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        t = process.cpu_times()
+        return float(t.user + t.system)
+
+
 def cluster_cpu_s(postmaster: int) -> float:
     """CPU seconds of the cluster: the postmaster, its live children (backends, WAL writer,
-    checkpointer, autovacuum) and its children that exited (cutime + cstime)."""
+    checkpointer, autovacuum) and its children that exited (cutime + cstime, in ticks)."""
     process = psutil.Process(postmaster)
     t = process.cpu_times()
-    total = float(t.user + t.system + t.children_user + t.children_system)
+    total = on_cpu_s(process) + float(t.children_user + t.children_system)
     for child in process.children(recursive=True):
-        try:
-            c = child.cpu_times()
-            total += c.user + c.system
-        except psutil.Error:
-            pass  # exited meanwhile: counted in the postmaster's children times next time
+        # exited meanwhile: counted in the postmaster's children times the next time
+        with contextlib.suppress(psutil.Error):
+            total += on_cpu_s(child)
     return total
 
 

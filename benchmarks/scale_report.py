@@ -79,7 +79,8 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
         f' {p["concurrency"]} at a time, each on a new thread. Read: "where is my order X?"'
         ' (model, get_order_details, model); write: "please cancel X" (model,'
         " cancel_pending_order, model; our WRITE_CONFIRMATION off, as the peer has no"
-        " confirmation). **Postgres CPU** is utime + stime (/proc) of every process of the"
+        " confirmation). **Postgres CPU** is the time on CPU (/proc/<pid>/schedstat, ns) of"
+        " every process of the"
         " private cluster (backends, exited ones included, WAL writer, checkpointer,"
         " autovacuum when it runs), from the batch's start to 0.5 s after its end (non-HOT"
         " updates and inserts: after 11.5 s more, once every backend flushed its counters);"
@@ -160,8 +161,8 @@ def _idle(p: dict[str, Any] | None) -> list[str]:
         "",
         f"Replicas of the shipped default (`python -m app serve`, {p['workers_per_replica']}"
         " workers each: one per core), no traffic at all; each count counted over"
-        f" {p['window_s']:.0f} s after {10:.0f} s to settle (replicas added to the ones"
-        " running). Transactions: `xact_commit + xact_rollback` of the database"
+        f" {p['window_s']:.0f} s after {p.get('settle_s', 10):.0f} s to settle (replicas"
+        " added to the ones running). Transactions: `xact_commit + xact_rollback` of the database"
         " (pg_stat_database); statements: `pg_stat_statements` calls; Postgres CPU: the"
         " cluster's processes. *Before*: DATABASE_LISTEN_URL=off, every loop polls at its own"
         " pace (as before LISTEN/NOTIFY); *after*: the shipped default (LISTEN, the polls a"

@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.scale_section                 # alone, about 15 minutes
     .venv/bin/python -m benchmarks.scale_section --quick         # smoke run, about 5 minutes
     .venv/bin/python -m benchmarks.scale_section --parts pg,idle --into-results
+    .venv/bin/python -m benchmarks.scale_section --render benchmarks/out/<stamp>-scale/results.json
     make bench-scale-section          # alone, and into benchmarks/RESULTS.md
 
 Everything runs on a private PostgreSQL cluster the section starts (initdb on a free port,
@@ -36,8 +37,11 @@ import asyncio
 import dataclasses
 import json
 import os
+import shutil
+import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped]
@@ -117,6 +121,7 @@ class Cluster:
 
     def cleanup(self) -> None:
         self.pg.cleanup()
+        shutil.rmtree(self.pg.root, ignore_errors=True)
 
 
 # --- processes ----------------------------------------------------------------------------
@@ -267,6 +272,7 @@ def part_idle(bench: Bench, cluster: Cluster) -> dict[str, Any]:
             bench.stop(*names)
         result["modes"][mode] = rows
     result["workers_per_replica"] = machine.cores()
+    result["settle_s"] = SETTLE_S
     return result
 
 
@@ -450,11 +456,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--parts", default=",".join(PARTS), help="comma-separated: " + ",".join(PARTS)
     )
     parser.add_argument(
+        "--render",
+        metavar="RESULTS_JSON",
+        help="only render a run's benchmarks/out/<stamp>-scale/results.json again",
+    )
+    parser.add_argument(
         "--into-results",
         action="store_true",
         help="also put the section into benchmarks/RESULTS.md (replacing its last one)",
     )
     return parser.parse_args(argv)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through `finally`: processes and cluster stopped
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -464,6 +479,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks.scale_report import render
 
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if args.render:
+        text = render(json.loads(Path(args.render).read_text())["scale"], alone=True)
+        print(text)
+        if args.into_results:
+            into_results(text)
+        return
     parts = [p for p in args.parts.split(",") if p]
     unknown = set(parts) - set(PARTS)
     if unknown:
