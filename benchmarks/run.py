@@ -1,6 +1,7 @@
 """`make bench`: run every benchmark and write benchmarks/RESULTS.md.
 
-    .venv/bin/python -m benchmarks.run            # full run (about 25 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.run            # full run (about 25 minutes on 2 cores,
+                                                  # and ~20 more for the section `scale`)
     .venv/bin/python -m benchmarks.run --quick    # smoke run, ~6 minutes (out/RESULTS-quick.md)
 
 Postgres is DATABASE_URL's server, else postgres@127.0.0.1:5432 (trust). A fresh database
