@@ -34,10 +34,23 @@ def render(s: dict[str, Any], alone: bool = False) -> str:
         if alone
         else f"Run on {s['date']} (`python -m benchmarks.scale_section` runs it alone)."
     )
+    if s.get("merged"):
+        run = (
+            "Parts of the runs of " + " and ".join(s["merged"]) + " (`python -m"
+            " benchmarks.scale_section`, alone; each part says when it ran), not with the"
+            " rest of this file."
+        )
     lines += [
-        run + f" {s['cores']} cores, **shared with other work and noisy**: load average"
-        f" {load0['loadavg'][0]:.2f} before ({load0['cpu_percent_1s']:.0f}% busy over 1 s),"
-        f" {load1.get('loadavg', [float('nan')])[0]:.2f} after. A private PostgreSQL"
+        run
+        + f" {s['cores']} cores, **shared with other work and noisy**: "
+        + (
+            "each part's load average is under it."
+            if s.get("merged")
+            else f"load average {load0['loadavg'][0]:.2f} before"
+            f" ({load0['cpu_percent_1s']:.0f}% busy over 1 s),"
+            f" {load1.get('loadavg', [float('nan')])[0]:.2f} after."
+        )
+        + " A private PostgreSQL"
         f" {pg.get('server_version', '?')} cluster started by the section"
         f" (`pg_stat_statements` preloaded, track_io_timing {pg.get('track_io_timing', '?')};"
         f" fsync {pg.get('fsync', '?')}, synchronous_commit {pg.get('synchronous_commit', '?')},"
@@ -61,6 +74,13 @@ def _failed(title: str, part: dict[str, Any] | None) -> list[str] | None:
     if "failed" in part:
         return [title, "", f"Failed: {part['failed']}.", ""]
     return None
+
+
+def _ran(part: dict[str, Any]) -> str:
+    ran = part.get("ran")
+    if not ran:
+        return ""
+    return f" (Ran {ran['date']}, load average {ran['loadavg']:.2f} at its start.)"
 
 
 def _pg(p: dict[str, Any] | None) -> list[str]:
@@ -87,7 +107,7 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
         " *statement time* is"
         " `pg_stat_statements` total_exec_time. WAL bytes are `pg_current_wal_lsn` differences"
         " (records only: full_page_writes is off). What the system costs while idle (measured"
-        " over 12 s before) is subtracted.",
+        " over 12 s before) is subtracted." + _ran(p),
         "",
         f"| per turn | {head} |",
         "|---|" + "---:|" * len(cols),
@@ -166,7 +186,8 @@ def _idle(p: dict[str, Any] | None) -> list[str]:
         " (pg_stat_database); statements: `pg_stat_statements` calls; Postgres CPU: the"
         " cluster's processes. *Before*: DATABASE_LISTEN_URL=off, every loop polls at its own"
         " pace (as before LISTEN/NOTIFY); *after*: the shipped default (LISTEN, the polls a"
-        f" slow fallback). Aim: at most {TARGET_IDLE_XACTS} transactions a second per replica.",
+        f" slow fallback). Aim: at most {TARGET_IDLE_XACTS} transactions a second per replica."
+        + _ran(p),
         "",
         "| replicas | before: transactions/s per replica | statements/s (all) | Postgres CPU"
         " ms/s | after: transactions/s per replica | statements/s (all) | Postgres CPU ms/s |",
@@ -185,6 +206,20 @@ def _idle(p: dict[str, Any] | None) -> list[str]:
             )
 
         lines.append(f"| {n} | {cells(before.get(n))} | {cells(after.get(n))} |")
+    for mode, label in (("poll", "before"), ("listen", "after")):
+        if not modes.get(mode) or "top" not in modes[mode][-1]:
+            continue
+        last = modes[mode][-1]
+        lines += [
+            "",
+            f"What {last['replicas']} idle replicas ran, {label} (statements a second, all of"
+            " them):",
+            "",
+            "| per second | statement |",
+            "|---:|---|",
+        ]
+        for per_s, query in last["top"]:
+            lines.append(f"| {per_s:.2f} | `{_cell(_short(query))}` |")
     return [*lines, ""]
 
 
@@ -206,7 +241,7 @@ def _cross(p: dict[str, Any] | None) -> list[str]:
         " `handoff.transferred` (sent by whichever replica's delivery loop claims it)."
         f" {p['tries']} tries each, a random pause of up to 0.4 s before each. *Before*:"
         " DATABASE_LISTEN_URL=off (polls: runs' requests 0.25 s, thread feed 0.3 s,"
-        " webhooks 1 s); *after*: LISTEN.",
+        " webhooks 1 s); *after*: LISTEN." + _ran(p),
         "",
         "| posted on A, seen on B | before p50 / p95 ms | after p50 / p95 ms | seen / tries"
         " (before, after) | A's own answer p50 ms (after) |",
@@ -289,7 +324,7 @@ def _workers(p: dict[str, Any] | None) -> list[str]:
         " (`benchmarks.loadgen`, keep-alive connections), `serve --workers 2` (one"
         " SO_REUSEPORT listener per worker, app/serving.py) and `--workers 1` running side by"
         " side, runs alternating. Each worker's share of the service's CPU: its own /proc CPU"
-        " over the run against all workers'.",
+        " over the run against all workers'." + _ran(p),
         "",
         "| run | 2 workers: turns/s | CPU s per worker | top worker's share | machine busy"
         " | 1 worker: turns/s | 2 / 1 |",

@@ -230,6 +230,20 @@ def idle_counts(admin: psycopg.Connection[Any], dbname: str) -> tuple[int, int]:
     return int(row[0]), int(calls[0])
 
 
+def idle_statements(admin: psycopg.Connection[Any], dbname: str) -> dict[str, int]:
+    """Calls so far of each statement of the database (its text, whitespace folded)."""
+    rows = admin.execute(
+        "SELECT query, calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+        " WHERE d.datname = %s",
+        (dbname,),
+    ).fetchall()
+    found: dict[str, int] = {}
+    for query, calls in rows:
+        text = " ".join(str(query).split())
+        found[text] = found.get(text, 0) + int(calls)
+    return found
+
+
 def part_idle(bench: Bench, cluster: Cluster) -> dict[str, Any]:
     plan = bench.plan
     levels = plan.scale_idle_replicas
@@ -250,14 +264,21 @@ def part_idle(bench: Bench, cluster: Cluster) -> dict[str, Any]:
                         names.append(name)
                     time.sleep(SETTLE_S)
                     x0, s0 = idle_counts(admin, dbname)
+                    top0 = idle_statements(admin, dbname)
                     cpu0, t0 = pg_share.cluster_cpu_s(cluster.postmaster), time.monotonic()
                     time.sleep(plan.scale_idle_window_s)
                     x1, s1 = idle_counts(admin, dbname)
                     cpu1, t1 = pg_share.cluster_cpu_s(cluster.postmaster), time.monotonic()
+                    top1 = idle_statements(admin, dbname)
                     wall = t1 - t0
-                    row = {
+                    row: dict[str, Any] = {
                         "replicas": level,
-                        "xacts_per_s": (x1 - x0 - 2) / wall,  # less this loop's own reads
+                        "top": sorted(
+                            ((n - top0.get(q, 0)) / wall, q)
+                            for q, n in top1.items()
+                            if n > top0.get(q, 0)
+                        )[::-1][:5],
+                        "xacts_per_s": (x1 - x0) / wall,  # the counting is done from `postgres`
                         "statements_per_s": (s1 - s0) / wall,
                         "pg_cpu_ms_per_s": 1000 * (cpu1 - cpu0) / wall,
                     }
@@ -418,11 +439,13 @@ def section(bench: Bench, parts: Sequence[str] = PARTS) -> None:
         steps = {"pg": part_pg, "idle": part_idle, "cross": part_cross, "workers": part_workers}
         for part in parts:
             started = time.monotonic()
+            ran = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "loadavg": os.getloadavg()[0]}
             try:
                 result[part] = steps[part](bench, cluster)
             except (RuntimeError, OSError, TimeoutError, psycopg.Error) as error:
                 result[part] = {"failed": f"{type(error).__name__}: {error}"}
                 log(f"scale {part} failed: {error}")
+            result[part]["ran"] = {**ran, "seconds": time.monotonic() - started}
             result.setdefault("seconds", {})[part] = time.monotonic() - started
     finally:
         cluster.cleanup()
@@ -458,7 +481,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--render",
         metavar="RESULTS_JSON",
-        help="only render a run's benchmarks/out/<stamp>-scale/results.json again",
+        nargs="+",
+        help="only render runs' benchmarks/out/<stamp>-scale/results.json again; with"
+        " several, a later run's parts replace an earlier one's (each part says when it ran)",
     )
     parser.add_argument(
         "--into-results",
@@ -483,7 +508,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.render:
-        text = render(json.loads(Path(args.render).read_text())["scale"], alone=True)
+        merged: dict[str, Any] = {}
+        for path in args.render:
+            scale = json.loads(Path(path).read_text())["scale"]
+            merged = {
+                **merged,
+                **scale,
+                "seconds": {**merged.get("seconds", {}), **scale.get("seconds", {})},
+            }
+            if len(args.render) > 1:
+                merged["merged"] = [*merged.get("merged", []), scale["date"]]
+        text = render(merged, alone=True)
         print(text)
         if args.into_results:
             into_results(text)
