@@ -37,14 +37,14 @@ def render(s: dict[str, Any], alone: bool = False) -> str:
     if s.get("merged"):
         run = (
             "Parts of the runs of " + " and ".join(s["merged"]) + " (`python -m"
-            " benchmarks.scale_section`, alone; each part says when it ran), not with the"
-            " rest of this file."
+            " benchmarks.scale_section`, alone; a later run's part replaces an earlier"
+            " one's), not with the rest of this file."
         )
     lines += [
         run
         + f" {s['cores']} cores, **shared with other work and noisy**: "
         + (
-            "each part's load average is under it."
+            "the load average of each run is above."
             if s.get("merged")
             else f"load average {load0['loadavg'][0]:.2f} before"
             f" ({load0['cpu_percent_1s']:.0f}% busy over 1 s),"

@@ -517,7 +517,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "seconds": {**merged.get("seconds", {}), **scale.get("seconds", {})},
             }
             if len(args.render) > 1:
-                merged["merged"] = [*merged.get("merged", []), scale["date"]]
+                ran = [part for part in PARTS if part in scale]
+                merged["merged"] = [
+                    *merged.get("merged", []),
+                    f"{scale['date']} (load average {scale['load_before']['loadavg'][0]:.2f}"
+                    f" at its start: {', '.join(ran)})",
+                ]
         text = render(merged, alone=True)
         print(text)
         if args.into_results:
