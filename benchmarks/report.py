@@ -233,6 +233,10 @@ def _capacity_targets(r: dict[str, Any]) -> list[str]:
             f" write {rt['write']['round_trips_per_turn']:.1f}"
             f" ({rt['write']['statements_per_turn']:.0f} statements) | - |"
         )
+    if r.get("scale"):
+        from benchmarks.scale_report import targets as scale_targets
+
+        rows += scale_targets(r["scale"])
     lg = r.get("lg_cost")
     if lg:
         rows.append(

@@ -311,6 +311,14 @@ def _projection(p: dict[str, Any] | None, idle: dict[str, Any] | None) -> list[s
     return lines
 
 
+def _ratios(runs: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """2-worker turns/s against 1 worker's, run by run (each pair run one after the other)."""
+    return [
+        t["turns_per_s"] / o["turns_per_s"] if o["turns_per_s"] else float("nan")
+        for t, o in zip(runs["2"], runs["1"], strict=False)
+    ]
+
+
 def _workers(p: dict[str, Any] | None) -> list[str]:
     title = "### Workers that share the load"
     if (early := _failed(title, p)) is not None:
@@ -330,10 +338,8 @@ def _workers(p: dict[str, Any] | None) -> list[str]:
         " | 1 worker: turns/s | 2 / 1 |",
         "|---:|---:|---|---:|---:|---:|---:|",
     ]
-    ratios = []
-    for i, (t, o) in enumerate(zip(two, one, strict=False)):
-        ratio = t["turns_per_s"] / o["turns_per_s"] if o["turns_per_s"] else float("nan")
-        ratios.append(ratio)
+    ratios = _ratios(p["runs"])
+    for i, (t, o, ratio) in enumerate(zip(two, one, ratios, strict=False)):
         lines.append(
             f"| {i + 1} | {fmt(t['turns_per_s'])} | "
             + " + ".join(fmt(x, 2) for x in t["worker_cpu_s"])
@@ -350,3 +356,40 @@ def _workers(p: dict[str, Any] | None) -> list[str]:
             " load generator, the model server and Postgres share the same two cores).",
         ]
     return [*lines, ""]
+
+
+def targets(s: dict[str, Any]) -> list[str]:
+    """Rows of RESULTS.md's Targets table (| target | measured | met |)."""
+    rows = []
+    pg = s.get("pg") or {}
+    systems = pg.get("systems", {})
+    if "ours" in systems and "peer" in systems:
+        cells, met = [], True
+        for kind in ("read", "write"):
+            ours = systems["ours"]["kinds"][kind]["cpu_ms"]
+            peer = systems["peer"]["kinds"][kind]["cpu_ms"]
+            cells.append(f"{kind} {ours:.2f} vs {peer:.2f} ms")
+            met = met and ours <= peer
+        rows.append(
+            "| Postgres CPU per turn no higher than the peer's (section scale) | "
+            + ", ".join(cells)
+            + f" | {'yes' if met else 'no'} |"
+        )
+    after = ((s.get("idle") or {}).get("modes") or {}).get("listen")
+    if after:
+        worst = max(r["xacts_per_s_per_replica"] for r in after)
+        rows.append(
+            f"| idle replica: at most {TARGET_IDLE_XACTS} transactions/s (1 to"
+            f" {max(r['replicas'] for r in after)} replicas) | at most {worst:.2f}"
+            f" | {'yes' if worst <= TARGET_IDLE_XACTS else 'no'} |"
+        )
+    runs = (s.get("workers") or {}).get("runs")
+    if runs and runs["2"] and runs["1"]:
+        top = max(t["top_share"] for t in runs["2"])
+        ratio = median(_ratios(runs))
+        rows.append(
+            f"| workers share the load: none above {TARGET_TOP_SHARE:.0%} of the CPU; 2 workers"
+            f" >= {TARGET_SPEEDUP}x 1 worker's turns/s | top {top:.0%}; {ratio:.2f}x"
+            f" | {'yes' if top <= TARGET_TOP_SHARE and ratio >= TARGET_SPEEDUP else 'no'} |"
+        )
+    return rows
