@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: run eval test docs demo-reset lint typecheck unit browser-deps fault-deps js-deps scale-deps docker-lint \
-	scale-test bench bench-scale bench-actions clean install compose-deps compose-test chaos chaos-selftest
+	scale-test bench bench-scale bench-scale-section bench-actions clean install compose-deps compose-test chaos chaos-selftest
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -131,6 +131,12 @@ bench: $(STAMP)
 # A read through an MCP server and an OpenAPI operation against a built-in read (docs/actions.md).
 bench-actions: $(STAMP)
 	$(PY) -m benchmarks.actions_cost
+
+# `make bench`'s section `scale` alone (a private Postgres cluster): Postgres's share of a turn,
+# idle replicas, cross-replica latency, the one-primary projection, workers sharing the load;
+# written into benchmarks/RESULTS.md. SCALE_ARGS adds options, e.g. --quick or --parts pg,idle.
+bench-scale-section: $(STAMP)
+	$(PY) -m benchmarks.scale_section --into-results $(SCALE_ARGS)
 
 # Turns/s for 1, 2 and 3 replicas behind HAProxy and PgBouncer, and where the CPU goes.
 bench-scale: $(STAMP) scale-deps

@@ -48,6 +48,16 @@ class Plan:
     capacity_procs: int = 2  # load generator processes at most (one per 100 open at least)
     capacity_customers: int = 2000  # the shop of the section's own database
     roundtrip_turns: int = 10  # benchmarks/roundtrips.py, turns of each kind (0: skip)
+    # section `scale` (benchmarks/scale_section.py; empty parts: skip)
+    scale_parts: tuple[str, ...] = ("pg", "idle", "cross", "workers")
+    scale_pg_reads: int = 300  # read turns per system (and as many write turns as pending
+    scale_pg_writes: int = 150  # orders allow, up to this)
+    scale_pg_concurrency: int = 4
+    scale_idle_replicas: tuple[int, ...] = (1, 4, 8)
+    scale_idle_window_s: float = 30.0
+    scale_cross_tries: int = 30
+    scale_worker_reps: int = 5
+    scale_worker_turns: int = 400
 
 
 FULL = Plan(
@@ -99,4 +109,11 @@ QUICK = Plan(
     capacity_single_turns=10,
     capacity_customers=400,
     roundtrip_turns=3,
+    scale_pg_reads=30,
+    scale_pg_writes=20,
+    scale_idle_replicas=(1, 4),
+    scale_idle_window_s=10.0,
+    scale_cross_tries=8,
+    scale_worker_reps=2,
+    scale_worker_turns=200,
 )

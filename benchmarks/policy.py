@@ -86,3 +86,14 @@ class LookupOrCancel(OrderLookup):
                     "cancel_pending_order", order_id=ids[0], reason="no longer needed"
                 )
         return super().__call__(request)
+
+
+LONG_ANSWER = " ".join(f"word{i}" for i in range(120))
+
+
+class LongAnswer:
+    """Any request: a 120-word answer (at 20 tokens/s, six seconds of streaming), so a run is
+    still streaming when a cancel reaches it (benchmarks/cross_replica.py)."""
+
+    def __call__(self, request: ChatRequest) -> Reply:
+        return Reply.say(LONG_ANSWER)

@@ -233,6 +233,10 @@ def _capacity_targets(r: dict[str, Any]) -> list[str]:
             f" write {rt['write']['round_trips_per_turn']:.1f}"
             f" ({rt['write']['statements_per_turn']:.0f} statements) | - |"
         )
+    if r.get("scale"):
+        from benchmarks.scale_report import targets as scale_targets
+
+        rows += scale_targets(r["scale"])
     lg = r.get("lg_cost")
     if lg:
         rows.append(
@@ -735,6 +739,15 @@ def section_roundtrips(r: dict[str, Any]) -> list[str]:
     return ["## Round trips per turn", "", render_roundtrips(rt), ""]
 
 
+def section_scale(r: dict[str, Any]) -> list[str]:
+    """Section `scale` (benchmarks/scale_section.py): how far one Postgres primary carries us."""
+    if not r.get("scale"):
+        return []
+    from benchmarks.scale_report import render as render_scale
+
+    return [render_scale(r["scale"]), ""]
+
+
 def _section_profile(r: dict[str, Any]) -> list[str]:
     prof = r.get("profile")
     if not prof:
@@ -834,6 +847,7 @@ def render(r: dict[str, Any]) -> str:
     lines += _section_ceilings(r)
     lines += section_capacity(r)
     lines += section_roundtrips(r)
+    lines += section_scale(r)
     lines += section_lg_cost(r)
     if r.get("features_md"):
         lines += [r["features_md"].rstrip(), ""]

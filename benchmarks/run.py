@@ -1,6 +1,7 @@
 """`make bench`: run every benchmark and write benchmarks/RESULTS.md.
 
-    .venv/bin/python -m benchmarks.run            # full run (about 25 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.run            # full run (about 25 minutes on 2 cores,
+                                                  # and ~20 more for the section `scale`)
     .venv/bin/python -m benchmarks.run --quick    # smoke run, ~6 minutes (out/RESULTS-quick.md)
 
 Postgres is DATABASE_URL's server, else postgres@127.0.0.1:5432 (trust). A fresh database
@@ -32,6 +33,7 @@ from benchmarks import (
     profiling,
     retention,
     roundtrips,
+    scale_section,
     summary,
 )
 from benchmarks.config import FULL, QUICK, Plan
@@ -566,6 +568,9 @@ def run_all(bench: Bench) -> None:
         )
     capacity.section(bench, PROFILES["realistic"])
     section_roundtrips(bench)
+    if plan.scale_parts:
+        log("section scale: one Postgres primary (a private cluster)")
+        scale_section.section(bench, plan.scale_parts)
     with services(bench, "slow") as urls:
         bench.warm_up({"ours": urls["ours"], "peer": urls["peer"]}, turns=2)
         bench.section_memory("ours", urls["ours"])
