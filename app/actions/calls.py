@@ -8,9 +8,9 @@ its outcome is unknown, and the thread goes to a person (`OUTCOME_UNKNOWN`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import structlog
@@ -34,9 +34,10 @@ from app.tools.results import Observation, error_text, failed_with, found
 from app.turn import writing
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 MAX_RESENDS = 2  # an idempotent write is sent at most three times, always with one key
-STORE_TRIES, STORE_RETRY_WAITS_S = 3, (0.1, 0.5)  # storing a server's answer
+LEDGER_TRIES, LEDGER_RETRY_WAITS_S = 4, (0.2, 0.5, 1.0)  # a ledger step after a send
 HANDOFF_REASON = "write_outcome_unknown"
 SOURCE_DOWN = error_text(
     "this service is not answering right now; nothing was sent. Try again later, or "
@@ -124,14 +125,15 @@ async def _deliver(
     sends_left = first
     while True:
         if not sends_left and not (
-            target.tool.idempotent and await ledger.resend(pool, record.key, 1 + MAX_RESENDS)
+            target.tool.idempotent
+            and await _again(record, lambda: ledger.resend(pool, record.key, 1 + MAX_RESENDS))
         ):
             return await _unknown(pool, target, record)
         try:
             answer = await target.source.call(target.tool, args, key=record.key, token=target.token)
         except NotSent:
             if first:  # the only send never left: nothing happened, it may be made again
-                await ledger.forget(pool, record.key)
+                await _again(record, lambda: ledger.forget(pool, record.key))
                 return failed_with("failed", SOURCE_DOWN)
             sends_left = False
             continue
@@ -146,21 +148,30 @@ async def _deliver(
 async def _store(
     pool: AsyncConnectionPool[Any], record: CallRecord, answer: Answered
 ) -> tuple[bool, str]:
-    """The server's answer, stored. A connection lost under it (its COMMIT's reply, say)
-    leaves the answer stored or not: storing it again is safe (the first result stands),
-    so it is tried again on a fresh connection rather than told as a failure of the call."""
+    """The server's answer, stored (the first result stands)."""
+    return await _again(
+        record, lambda: ledger.finish(pool, record, answer.ok, _stored_text(answer))
+    )
+
+
+async def _again(record: CallRecord, step: Callable[[], Awaitable[T]]) -> T:
+    """A step of the ledger once the call may have been sent. A connection lost under it
+    (its COMMIT's reply, say) leaves the step done or not; each is safe to take again (a
+    stored answer: the first stands; a resend count: at worst one send fewer; a forget or
+    an unknown: only while the row is `sent`), so it is tried again on a fresh connection
+    rather than told as a failure of a call the server may have applied."""
 
     def lost(error: BaseException) -> bool:
         return isinstance(error, psycopg.OperationalError) and connection_lost(error)
 
     def noted(error: BaseException) -> None:
-        log.warning("storing an action's answer again", tool=record.tool_name, key=record.key)
+        log.warning("action's ledger step again", tool=record.tool_name, key=record.key)
 
     return await retried(
-        lambda _: ledger.finish(pool, record, answer.ok, _stored_text(answer)),
-        tries=STORE_TRIES,
+        lambda _: step(),
+        tries=LEDGER_TRIES,
         retryable=lost,
-        wait_s=lambda failures: stepped_s(failures, STORE_RETRY_WAITS_S),
+        wait_s=lambda failures: stepped_s(failures, LEDGER_RETRY_WAITS_S),
         on_retry=noted,
     )
 
@@ -173,7 +184,7 @@ async def _unknown(
         f"sent and no result came back. Check with the service before doing anything. "
         f"Arguments: {compact_json(dict(record.arguments))}. Idempotency key: {record.key}."
     )
-    await ledger.mark_unknown(pool, record, OUTCOME_UNKNOWN, summary)
+    await _again(record, lambda: ledger.mark_unknown(pool, record, OUTCOME_UNKNOWN, summary))
     return failed_with("outcome_unknown", OUTCOME_UNKNOWN)
 
 
