@@ -9,14 +9,19 @@ post (or a resume) is admitted only while this worker keeps up, and refused othe
 What "keeps up" means is measured, not configured per machine: a loop every
 ADMIT_TICK_S notes how late the event loop woke it (the lag every coroutine of the worker
 sees) and whether requests wait for a pooled connection. The number of turns the worker
-admits at once (`limit`) adapts to them, as TCP's window does: while the loop is on time
-and the limit is what holds turns back, it grows by one a tick; when the lag passes
-ADMIT_MAX_LAG_MS, or requests wait for a pooled connection on two ticks running, it
-shrinks to 90% of the turns in flight, at most once per ADMIT_BACKOFF_S (the time a cut
-takes to show). ADMIT_MAX_TURNS caps it
-(memory, the model's own concurrency). On a faster machine the lag stays low at more turns
-in flight, so the limit settles higher; a slow model keeps turns in flight without lag, so
-it does not shrink the limit.
+admits at once (`limit`) adapts to them, as TCP's window does: while the worker keeps up
+and the limit is what holds turns back, it grows by one a tick; when requests wait for a
+pooled connection, or the lag passes ADMIT_MAX_LAG_MS, on two ticks running, it shrinks to
+90% of the turns in flight, at most once per ADMIT_BACKOFF_S (the time a cut takes to
+show). ADMIT_MAX_TURNS caps it (memory, the model's own concurrency).
+
+Waits for a connection are what turn a busy worker into a collapsing one (past
+DB_POOL_TIMEOUT_S a tool fails); the lag's bound is set well above what a worker busy at
+its peak shows (a few customers with an instant model keep it at tens of ms, and refusing
+them would only lower the throughput), so it catches a loop that has fallen seconds
+behind. On a faster machine the waits begin at more turns in flight, so the limit
+settles higher; a slow model keeps turns in flight without waits, so it does not lower
+the limit.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class Admission:
         self._due = 0.0  # when the last tick expected to wake
         self._cut_at = 0.0
         self._waiting = False
+        self._late = False
 
     def in_flight(self) -> int:
         return self.live() + self.opening
@@ -91,11 +97,14 @@ class Admission:
         now = time.monotonic()
         self.lag_s = max(0.0, now - self._due) if self._due else 0.0
         self._due = now + ADMIT_TICK_S
-        # a wait seen on two ticks in a row: a burst's wait is over by the next one
+        # each signal counts when seen on two ticks in a row: a burst (a collection, a
+        # batch of commits) is over by the next one
         waiting = self.pool_waiting() > 0 if self.pool_waiting is not None else False
-        queued, self._waiting = waiting and self._waiting, waiting
+        late = self.lag_s > self.max_lag_s
+        behind = (waiting and self._waiting) or (late and self._late)
+        self._waiting, self._late = waiting, late
         in_flight = self.in_flight()
-        if self.lag_s > self.max_lag_s or queued:
+        if behind:
             if now - self._cut_at >= ADMIT_BACKOFF_S:
                 self._cut_at = now
                 floor = min(MIN_LIMIT, self.max_turns)
