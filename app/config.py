@@ -69,10 +69,12 @@ class Settings(BaseSettings):
     db_pool_timeout_s: float = Field(default=3.0, gt=0, le=60)
     # Admission (app/runs/admission.py): past what a worker serves, a post or a resume is
     # refused early with 503 overloaded and Retry-After. The turns a worker admits at once
-    # adapt to waits for a pooled connection and to its event loop's lag (past
-    # ADMIT_MAX_LAG_MS), up to ADMIT_MAX_TURNS; 0 turns admission off.
+    # adapt to waits for a pooled connection (past ADMIT_MAX_WAIT_MS on average, or a
+    # timeout) and to its event loop's lag (past ADMIT_MAX_LAG_MS), up to ADMIT_MAX_TURNS;
+    # 0 turns admission off.
     admit_max_turns: int = Field(default=400, ge=0)
     admit_max_lag_ms: float = Field(default=250.0, gt=0)
+    admit_max_wait_ms: float = Field(default=100.0, gt=0)
     # Network deadlines on the database path (app/db/pool.py, docs/chaos.md): a connection
     # that goes silent without a FIN (a NAT or load balancer that dropped its state, a
     # stalled PgBouncer) otherwise holds a request, a turn or a pool slot for ever. A use of

@@ -29,7 +29,8 @@ def serve_from(tree: Path, port: int) -> list[str]:
     """`python -m app serve` importing `app` from `tree` (the worktree), not from ROOT."""
     code = (
         f"import sys; sys.path.insert(0, {str(tree)!r}); from app.cli import main; "
-        f"main(['serve', '--no-seed', '--port', '{port}'])"
+        # one worker, as `Bench.ours` serves this tree (the default is one per core)
+        f"main(['serve', '--no-seed', '--port', '{port}', '--workers', '1'])"
     )
     return [PY, "-c", code]
 

@@ -8,35 +8,41 @@ post (or a resume) is admitted only while this worker keeps up, and refused othe
 
 What "keeps up" means is measured, not configured per machine: a loop every
 ADMIT_TICK_S notes how late the event loop woke it (the lag every coroutine of the worker
-sees) and whether requests wait for a pooled connection. The number of turns the worker
-admits at once (`limit`) adapts to them, as TCP's window does: while the worker keeps up
-and the limit is what holds turns back, it grows by one a tick; when requests wait for a
-pooled connection, or the lag passes ADMIT_MAX_LAG_MS, on two ticks running, it shrinks to
-90% of the turns in flight, at most once per ADMIT_BACKOFF_S (the time a cut takes to
-show). ADMIT_MAX_TURNS caps it (memory, the model's own concurrency).
+sees) and how long requests waited for a pooled connection since the last tick. The number
+of turns the worker admits at once (`limit`) adapts to them, as TCP's window does: while
+the worker keeps up it grows by a tenth a tick (back from the floor to ADMIT_MAX_TURNS in
+about five seconds); when a request timed out waiting for a connection, those that waited
+waited more than ADMIT_MAX_WAIT_MS on average, or the lag passed ADMIT_MAX_LAG_MS on two
+ticks running, it shrinks to 90% of the turns in flight, at most once per ADMIT_BACKOFF_S
+(the time a cut takes to show). ADMIT_MAX_TURNS caps it (memory, the model's own
+concurrency).
 
-Waits for a connection are what turn a busy worker into a collapsing one (past
-DB_POOL_TIMEOUT_S a tool fails); the lag's bound is set well above what a worker busy at
-its peak shows (a few customers with an instant model keep it at tens of ms, and refusing
-them would only lower the throughput), so it catches a loop that has fallen seconds
-behind. On a faster machine the waits begin at more turns in flight, so the limit
-settles higher; a slow model keeps turns in flight without waits, so it does not lower
-the limit.
+The bounds sit well above what a worker busy at its peak shows: 32 customers of an instant
+model on one worker keep every connection busy and the lag at tens of ms, and refusing
+them would only lower the throughput. Long waits for a connection and a loop seconds
+behind are what turn a busy worker into a collapsing one. On a faster machine they begin
+at more turns in flight, so the limit settles higher; a slow model keeps turns in flight
+without either, so it does not lower the limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import structlog
+
 from app.errors import AppError
+
+log = structlog.get_logger(__name__)
 
 ADMIT_TICK_S = 0.1
 ADMIT_BACKOFF_S = 0.5
 MIN_LIMIT = 4.0  # never so low that a recovering worker cannot learn it is well again
 SHRINK = 0.9
+GROW = 0.1  # while it keeps up: back from the floor to 400 in about five seconds
 RETRY_AFTER_S = 2
 
 
@@ -59,13 +65,15 @@ class Admission:
         *,
         max_turns: int,
         max_lag_ms: float,
-        pool_waiting: Callable[[], int] | None = None,
+        max_wait_ms: float = 100.0,
+        pool_stats: Callable[[], Mapping[str, int]] | None = None,
         refused: Callable[[], None] | None = None,
     ) -> None:
         self.live = live  # turns this worker runs now
         self.max_turns = float(max_turns)
         self.max_lag_s = max_lag_ms / 1000
-        self.pool_waiting = pool_waiting
+        self.max_wait_ms = max_wait_ms
+        self.pool_stats = pool_stats  # psycopg_pool's counters (`get_stats`), cumulative
         self.refused = refused
         self.on = max_turns > 0
         self.limit = self.max_turns
@@ -73,8 +81,8 @@ class Admission:
         self.lag_s = 0.0
         self._due = 0.0  # when the last tick expected to wake
         self._cut_at = 0.0
-        self._waiting = False
         self._late = False
+        self._pool = (0, 0, 0)  # requests that waited, their wait in ms, pool timeouts
 
     def in_flight(self) -> int:
         return self.live() + self.opening
@@ -97,20 +105,38 @@ class Admission:
         now = time.monotonic()
         self.lag_s = max(0.0, now - self._due) if self._due else 0.0
         self._due = now + ADMIT_TICK_S
-        # each signal counts when seen on two ticks in a row: a burst (a collection, a
-        # batch of commits) is over by the next one
-        waiting = self.pool_waiting() > 0 if self.pool_waiting is not None else False
         late = self.lag_s > self.max_lag_s
-        behind = (waiting and self._waiting) or (late and self._late)
-        self._waiting, self._late = waiting, late
+        behind = self._slow_pool() or (late and self._late)  # a late tick alone: a burst
+        self._late = late
         in_flight = self.in_flight()
         if behind:
             if now - self._cut_at >= ADMIT_BACKOFF_S:
                 self._cut_at = now
                 floor = min(MIN_LIMIT, self.max_turns)
                 self.limit = max(floor, min(self.limit, in_flight) * SHRINK)
-        elif in_flight >= self.limit - 1:
-            self.limit = min(self.max_turns, self.limit + 1)
+                log.info(
+                    "admitting fewer turns",
+                    limit=round(self.limit),
+                    in_flight=in_flight,
+                    lag_ms=round(1000 * self.lag_s),
+                )
+        else:
+            self.limit = min(self.max_turns, self.limit + max(1.0, self.limit * GROW))
+
+    def _slow_pool(self) -> bool:
+        """Since the last tick, a request timed out waiting for a pooled connection, or
+        those that waited waited more than ADMIT_MAX_WAIT_MS on average."""
+        if self.pool_stats is None:
+            return False
+        stats = self.pool_stats()
+        now = (
+            stats.get("requests_queued", 0),
+            stats.get("requests_wait_ms", 0),
+            stats.get("requests_errors", 0),
+        )
+        queued, waited, timeouts = (a - b for a, b in zip(now, self._pool, strict=True))
+        self._pool = now
+        return timeouts > 0 or (queued > 0 and waited / queued > self.max_wait_ms)
 
     def view(self) -> dict[str, Any]:
         return {

@@ -83,7 +83,8 @@ class RunService:
             lambda: len(self.executor.live),
             max_turns=settings.admit_max_turns,
             max_lag_ms=settings.admit_max_lag_ms,
-            pool_waiting=lambda: int(repo.pool.get_stats().get("requests_waiting", 0)),
+            max_wait_ms=settings.admit_max_wait_ms,
+            pool_stats=repo.pool.get_stats,
             refused=lambda: metrics.add("cs_agent_overloaded_total"),
         )
         self.requests = RunRequests(

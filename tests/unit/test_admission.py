@@ -41,33 +41,39 @@ async def test_a_blocked_event_loop_cuts_the_limit_to_below_the_turns_in_flight(
         await loop.stop()
 
 
-async def test_the_limit_grows_back_one_a_tick_while_it_is_what_holds_turns_back() -> None:
+async def test_the_limit_grows_back_by_a_tenth_a_tick_while_the_worker_keeps_up() -> None:
     turns = Turns()
     admission = Admission(turns, max_turns=50, max_lag_ms=50)
     admission.limit = 10
     for _ in range(5):
-        turns.n = int(admission.limit)  # full: arrivals take every place it has
         await admission.tick()
-    assert admission.limit == 15
-    turns.n = 2  # far below the limit: nothing to learn, it stays
-    for _ in range(5):
+    assert admission.limit == pytest.approx(10 * 1.1**5)  # a tenth a tick
+    for _ in range(40):
         await admission.tick()
-    assert admission.limit == 15
+    assert admission.limit == 50  # the cap
 
 
-async def test_waits_for_a_connection_on_two_ticks_running_cut_the_limit_once_a_backoff() -> None:
+async def test_long_waits_for_a_connection_or_a_timeout_cut_the_limit_once_a_backoff() -> None:
     turns = Turns()
     turns.n = 30
-    waiting = [0]
-    admission = Admission(turns, max_turns=50, max_lag_ms=1000, pool_waiting=lambda: waiting[0])
-    waiting[0] = 3
+    stats = {"requests_queued": 0, "requests_wait_ms": 0, "requests_errors": 0}
+    admission = Admission(
+        turns, max_turns=50, max_lag_ms=1000, max_wait_ms=100, pool_stats=lambda: stats
+    )
     await admission.tick()
-    assert admission.limit == 50  # one tick's wait is a burst
+    stats.update(requests_queued=10, requests_wait_ms=200)  # 20 ms each: a busy pool
+    await admission.tick()
+    assert admission.limit == 50
+    stats.update(requests_queued=12, requests_wait_ms=600)  # the last two waited 200 ms
+    await admission.tick()
+    assert admission.limit == pytest.approx(27)  # 90% of the 30 in flight
+    stats.update(requests_errors=1)  # a pool timeout, within the backoff: no second cut
     await admission.tick()
     assert admission.limit == pytest.approx(27)
+    admission._cut_at -= 1  # the backoff has passed
+    stats.update(requests_errors=2)  # another timeout
     await admission.tick()
-    assert admission.limit == pytest.approx(27)  # the cut has not had time to show
-    waiting[0] = 0
+    assert admission.limit == pytest.approx(27 * 0.9)
 
 
 def test_never_below_the_floor_and_off_at_zero() -> None:
