@@ -141,7 +141,8 @@ async def test_an_error_status_is_reported_and_its_body_read_so_the_connection_i
         opened, events, error = await read_stream(
             pool, "/threads/x/messages", {"content": "hi"}, bad, lambda sse: None
         )
-        assert (error, events) == ("http 401", 0) and opened is not None
+        # the status, and the code of our JSON error body (a refusal reads `overloaded`)
+        assert (error, events) == ("http 401 unauthorized", 0) and opened is not None
     assert pool.opened == 1
 
 
