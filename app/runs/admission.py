@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 import structlog
 
@@ -137,10 +136,3 @@ class Admission:
         queued, waited, timeouts = (a - b for a, b in zip(now, self._pool, strict=True))
         self._pool = now
         return timeouts > 0 or (queued > 0 and waited / queued > self.max_wait_ms)
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "limit": round(self.limit, 1),
-            "in_flight": self.in_flight(),
-            "lag_ms": round(1000 * self.lag_s, 1),
-        }
