@@ -30,6 +30,7 @@ class HeldSteps(Protocol):
     """The steps a run's checkpointer holds back (app/db/checkpointer.py, `HeldRows`)."""
 
     batches: list[Batch]
+    keeps_every_write: bool
 
     async def store(self, *also: Batch) -> None: ...
 

@@ -8,7 +8,10 @@ its own (a copy of the seeded shop), so the cluster's CPU is that system's:
 - read turn: "where is my order X?" on a new thread (model -> get_order_details -> model);
 - write turn: "please cancel X" (a pending order) on a new thread, the write done in the
   turn (model -> cancel_pending_order -> model): our WRITE_CONFIRMATION is off, as the
-  peer has no confirmation step.
+  peer has no confirmation step;
+- later turn: the read turn as the fourth of its conversation (three read turns on the
+  thread before the batch, not measured): what a conversation's turns cost once it is
+  going, where a first turn pays for opening the thread.
 
 Each batch is `turns` turns, `concurrency` at a time. Measured from its start to 0.5 s after
 its last turn: the CPU of every process of the cluster (/proc/<pid>/schedstat, in ns), the
@@ -39,7 +42,8 @@ from benchmarks.client import OurClient, PeerClient, Pool, TurnResult
 SETTLE_S = 0.5  # the last turns' commits and WAL writes after their `done` event
 QUIET_S = 11.5  # a backend's pending table statistics are flushed within 10 s of idling
 IDLE_S = 12.0
-KINDS = ("read", "write")
+KINDS = ("read", "write", "later")
+EARLIER = 3  # a `later` turn is the fourth of its conversation: three read turns before it
 OWN = ("pg_stat", "pg_current_wal_lsn", "pg_wal_lsn_diff")  # the snapshots' own statements
 
 STATEMENTS_SQL = """
@@ -218,10 +222,11 @@ async def measure(
     kinds: dict[str, list[tuple[str, str]]] = {
         "read": reads[warmup:],
         "write": writes[warmup:],
+        "later": reads[warmup:],
     }
 
     def text(kind: str, order: str) -> str:
-        return f"Hi, where is my order {order}?" if kind == "read" else f"Please cancel {order}."
+        return f"Please cancel {order}." if kind == "write" else f"Hi, where is my order {order}?"
 
     for i in range(warmup):  # prepared statements, the pools' connections, caches
         await post(reads[i][0], f"wr{i}", text("read", reads[i][1]))
@@ -246,6 +251,10 @@ async def measure(
                 user, order = pairs[i]
                 return await post(user, f"{kind[0]}{i}", text(kind, order))
 
+            if kind == "later":  # the conversations' earlier turns, before the snapshot
+                for _ in range(EARLIER):
+                    await batch(one, len(pairs), concurrency)
+                await asyncio.sleep(QUIET_S)
             before = snapshot(conn, postmaster)
             started = time.monotonic()
             done = await batch(one, len(pairs), concurrency)

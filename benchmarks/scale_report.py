@@ -83,24 +83,34 @@ def _ran(part: dict[str, Any]) -> str:
     return f" (Ran {ran['date']}, load average {ran['loadavg']:.2f} at its start.)"
 
 
+def _kinds(systems: dict[str, Any]) -> list[str]:
+    """The kinds of turn every system was measured on (an older run has no `later`)."""
+    return [
+        kind
+        for kind in ("read", "write", "later")
+        if all(kind in s.get("kinds", {}) for s in systems.values())
+    ]
+
+
 def _pg(p: dict[str, Any] | None) -> list[str]:
     title = "### Postgres's share of a turn"
     if (early := _failed(title, p)) is not None:
         return early
     assert p is not None
     systems = p["systems"]
-    cols = [(name, kind) for kind in ("read", "write") for name in systems]
+    cols = [(name, kind) for kind in _kinds(systems) for name in systems]
     k = {(n, kind): systems[n]["kinds"][kind] for n, kind in cols}
     head = " | ".join(f"{n} {kind}" for n, kind in cols)
     lines = [
         title,
         "",
         "`benchmarks/pg_share.py`: one system at a time on its own copy of the shop, turns"
-        f' {p["concurrency"]} at a time, each on a new thread. Read: "where is my order X?"'
-        ' (model, get_order_details, model); write: "please cancel X" (model,'
-        " cancel_pending_order, model; our WRITE_CONFIRMATION off, as the peer has no"
-        " confirmation). **Postgres CPU** is the time on CPU (/proc/<pid>/schedstat, ns) of"
-        " every process of the"
+        f' {p["concurrency"]} at a time. Read (each on a new thread): "where is my order X?"'
+        ' (model, get_order_details, model); write (each on a new thread): "please cancel X"'
+        " (model, cancel_pending_order, model; our WRITE_CONFIRMATION off, as the peer has no"
+        " confirmation); later: the read turn as the fourth of its conversation (three read"
+        " turns on each thread before the batch, not measured). **Postgres CPU** is the time"
+        " on CPU (/proc/<pid>/schedstat, ns) of every process of the"
         " private cluster (backends, exited ones included, WAL writer, checkpointer,"
         " autovacuum when it runs), from the batch's start to 0.5 s after its end (non-HOT"
         " updates and inserts: after 11.5 s more, once every backend flushed its counters);"
@@ -134,7 +144,7 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
     ]
     if "ours" in systems and "peer" in systems:
         ratios = []
-        for kind in ("read", "write"):
+        for kind in _kinds(systems):
             peer = k[("peer", kind)]["cpu_ms"]
             ours = k[("ours", kind)]["cpu_ms"]
             ratios.append(f"{kind} {ours / peer:.2f}x" if peer > 0 else f"{kind} n/a")
@@ -290,7 +300,7 @@ def _projection(p: dict[str, Any] | None, idle: dict[str, Any] | None) -> list[s
         " = budget / CPU per turn | open conversations = turns/s x 20 s |",
         "|---|---:|---:|---:|",
     ]
-    for kind in ("read", "write"):
+    for kind in [k for k in ("read", "write", "later") if k in kinds]:
         cpu = kinds[kind]["cpu_ms"]
         if cpu <= 0:
             continue
@@ -365,7 +375,7 @@ def targets(s: dict[str, Any]) -> list[str]:
     systems = pg.get("systems", {})
     if "ours" in systems and "peer" in systems:
         cells, met = [], True
-        for kind in ("read", "write"):
+        for kind in _kinds(systems):
             ours = systems["ours"]["kinds"][kind]["cpu_ms"]
             peer = systems["peer"]["kinds"][kind]["cpu_ms"]
             cells.append(f"{kind} {ours:.2f} vs {peer:.2f} ms")

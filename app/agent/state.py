@@ -81,15 +81,32 @@ def applied(state: AgentState, update: dict[str, Any]) -> AgentState:
     return cast(AgentState, merged)
 
 
+# What a turn field the state never had reads as: every reader uses these defaults, so a
+# new thread's first turn need not write them (five rows and three blobs fewer).
+UNSET_READS_AS: dict[str, Any] = {
+    "turn_tool_calls": {},
+    "repeats": {},
+    "force_answer": None,
+    "confirmation": None,
+    "cache_stats": {"hits": 0, "misses": 0},
+    "stale_rounds": 0,
+    "handed_off": False,
+}
+
+
 def changes_only(state: AgentState, update: dict[str, Any]) -> dict[str, Any]:
     """`update` without the keys that would not change the state. Every key a node returns
     is a checkpoint write row, and a changed dict or list channel is re-serialised into a
-    new blob, so the bookkeeping fields that stay as they were are left out."""
+    new blob, so the bookkeeping fields that stay as they were are left out, and so are
+    fields the state never had set to what their absence reads as."""
     out: dict[str, Any] = {}
     for key, value in update.items():
         if key == "messages" or key == "citations":  # reducers: an empty update is no change
             if value:
                 out[key] = value
-        elif state.get(key) != value:
+        elif key in state:
+            if state.get(key) != value:
+                out[key] = value
+        elif key not in UNSET_READS_AS or UNSET_READS_AS[key] != value:
             out[key] = value
     return out

@@ -20,6 +20,14 @@ pipeline, one round trip, when one of these comes first:
 A read-only turn so stores its five checkpoints (input, START, agent, tools, agent) in one
 round trip instead of four. Every step is still stored, so history and rewind see them all.
 What is held rides on the run's turn (app/turn.py), which every step of the run finds.
+
+A step's task writes are what its next checkpoint is made of: LangGraph reads them back
+only to finish a step whose next checkpoint was never stored (upstream's `exit` durability
+never stores them). So a store leaves out the ordinary writes of a checkpoint whose next
+checkpoint it stores too, in the same transaction: they could never be read. Errors,
+interrupts and resumes are kept, and so is every write of the newest checkpoint (an
+interrupted step's finished tasks). A read turn on a new thread stores no write rows (18
+before); the rows that remain are upstream's.
 The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
 message among them, and the thread continues from the last stored step (the turn before,
 or the last write's call). Nothing the shop did is lost: every effect waits for its call.
@@ -89,6 +97,32 @@ def _enter(turn: Turn | None) -> tuple[Turn, Token[Turn | None] | None]:
     return turn, None if current_turn.get() is turn else current_turn.set(turn)
 
 
+def _without_superseded_writes(
+    batches: list[_Batch], checkpoints_sql: str, writes_sql: str
+) -> list[_Batch]:
+    """`batches` less the ordinary writes of each checkpoint whose next checkpoint (its
+    child) is among them (see the module's docstring)."""
+    parents = {
+        (row[0], row[1], row[3])  # thread_id, checkpoint_ns, parent_checkpoint_id
+        for query, rows in batches
+        if query == checkpoints_sql
+        for row in rows
+        if row[3] is not None
+    }
+    if not parents:
+        return batches
+    kept: list[_Batch] = []
+    for query, rows in batches:
+        if query == writes_sql:
+            # a write row: thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
+            # idx, channel, type, blob
+            rows = [r for r in rows if (r[0], r[1], r[2]) not in parents or r[6] in WRITES_IDX_MAP]
+            if not rows:
+                continue
+        kept.append((query, rows))
+    return kept
+
+
 @dataclass
 class HeldRows:
     """What a run's checkpointer holds back, in order. The run's turn holds it, so every
@@ -96,6 +130,16 @@ class HeldRows:
 
     saver: PostgresCheckpointer
     batches: list[_Batch] = field(default_factory=list)
+    # A graph with delta channels rebuilds their values from the writes: every write kept.
+    keeps_every_write: bool = False
+
+    def _rows(self, batches: list[_Batch]) -> list[_Batch]:
+        if self.keeps_every_write:
+            return batches
+        saver = self.saver
+        return _without_superseded_writes(
+            batches, saver.UPSERT_CHECKPOINTS_SQL, saver.INSERT_CHECKPOINT_WRITES_SQL
+        )
 
     async def store(self, *also: _Batch) -> None:
         """Everything held, then `also`, in one round trip. The list is taken before the
@@ -104,7 +148,7 @@ class HeldRows:
         upserts), and the error is raised."""
         taken, self.batches = self.batches, []
         try:
-            await self.saver._execute([*taken, *also])
+            await self.saver._execute(self._rows([*taken, *also]))
         except BaseException:
             self.batches[:0] = taken
             raise
@@ -115,7 +159,7 @@ class HeldRows:
         does (then the rows are held again and the error is raised). Returns its row."""
         taken, self.batches = self.batches, []
         try:
-            return await self.saver._execute(taken, then=(query, params))
+            return await self.saver._execute(self._rows(taken), then=(query, params))
         except BaseException:
             self.batches[:0] = taken
             raise
@@ -230,6 +274,8 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         _stored_since_prefetch(turn)
         values = checkpoint["channel_values"]
         if any(isinstance(v, _DeltaSnapshot) for v in values.values()):
+            if turn is not None and turn.held is not None:
+                turn.held.keeps_every_write = True
             await store_held()  # upstream's path stores at once: keep the order
             return await super().aput(config, checkpoint, metadata, new_versions)
         configurable = config["configurable"]

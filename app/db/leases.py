@@ -1,9 +1,10 @@
 """Fencing: the first statement of every transaction that commits a run's work.
 
-`cs_fence` (app/migrations/versions/0009) checks that the thread's lease still carries the
-run's generation and id, locks the lease row until the transaction ends (a competing claim waits
-for the commit instead of slipping in before it) and renews the lease. When the check
-fails, Postgres aborts the transaction, so nothing of it commits.
+`cs_fence` (app/db/sql/20_leases.sql) checks that the thread's lease still carries the
+run's generation and id, locks the lease row until the transaction ends (a competing claim
+waits for the commit instead of slipping in before it) and renews the lease once a third of
+its TTL has gone by. When the check fails, Postgres aborts the transaction, so nothing of it
+commits.
 """
 
 from __future__ import annotations

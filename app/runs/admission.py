@@ -11,9 +11,9 @@ ADMIT_TICK_S notes how late the event loop woke it (the lag every coroutine of t
 sees) and how long requests waited for a pooled connection since the last tick. The number
 of turns the worker admits at once (`limit`) adapts to them, as TCP's window does: while
 the worker keeps up it grows by a tenth a tick (back from the floor to ADMIT_MAX_TURNS in
-about five seconds); when a request timed out waiting for a connection, those that waited
-waited more than ADMIT_MAX_WAIT_MS on average, or the lag passed ADMIT_MAX_LAG_MS on two
-ticks running, it shrinks to 90% of the turns in flight, at most once per ADMIT_BACKOFF_S
+about five seconds); when a request timed out waiting for a connection, or on two ticks
+running those that waited waited more than ADMIT_MAX_WAIT_MS on average or the lag passed
+ADMIT_MAX_LAG_MS, it shrinks to 90% of the turns in flight, at most once per ADMIT_BACKOFF_S
 (the time a cut takes to show). ADMIT_MAX_TURNS caps it (memory, the model's own
 concurrency).
 
@@ -81,6 +81,7 @@ class Admission:
         self._due = 0.0  # when the last tick expected to wake
         self._cut_at = 0.0
         self._late = False
+        self._slow = False
         self._pool = (0, 0, 0)  # requests that waited, their wait in ms, pool timeouts
 
     def in_flight(self) -> int:
@@ -105,8 +106,11 @@ class Admission:
         self.lag_s = max(0.0, now - self._due) if self._due else 0.0
         self._due = now + ADMIT_TICK_S
         late = self.lag_s > self.max_lag_s
-        behind = self._slow_pool() or (late and self._late)  # a late tick alone: a burst
-        self._late = late
+        timeouts, slow = self._pool_waits()
+        # A late tick or one tick of long waits alone is a burst (60 posts at once from a
+        # page that reconnected): two running are a worker falling behind.
+        behind = timeouts or (slow and self._slow) or (late and self._late)
+        self._late, self._slow = late, slow
         in_flight = self.in_flight()
         if behind:
             if now - self._cut_at >= ADMIT_BACKOFF_S:
@@ -122,11 +126,11 @@ class Admission:
         else:
             self.limit = min(self.max_turns, self.limit + max(1.0, self.limit * GROW))
 
-    def _slow_pool(self) -> bool:
-        """Since the last tick, a request timed out waiting for a pooled connection, or
-        those that waited waited more than ADMIT_MAX_WAIT_MS on average."""
+    def _pool_waits(self) -> tuple[bool, bool]:
+        """Since the last tick: did a request time out waiting for a pooled connection; did
+        those that waited wait more than ADMIT_MAX_WAIT_MS on average."""
         if self.pool_stats is None:
-            return False
+            return False, False
         stats = self.pool_stats()
         now = (
             stats.get("requests_queued", 0),
@@ -135,4 +139,4 @@ class Admission:
         )
         queued, waited, timeouts = (a - b for a, b in zip(now, self._pool, strict=True))
         self._pool = now
-        return timeouts > 0 or (queued > 0 and waited / queued > self.max_wait_ms)
+        return timeouts > 0, queued > 0 and waited / queued > self.max_wait_ms

@@ -9,7 +9,8 @@ before it commits anything: the checkpoint chain never forks.
 Nothing depends on a connection's session, so the same code works behind PgBouncer in
 transaction mode. The price of that: when a process dies, its leases are free only once
 they expire (`THREAD_LEASE_TTL_S`); until then the thread answers 409 thread_busy. The owner
-renews its leases every third of that time, and every fenced commit renews its own.
+renews its leases every third of that time, and a fenced commit renews its own once a
+third of it has gone by.
 """
 
 from __future__ import annotations

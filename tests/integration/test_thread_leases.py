@@ -140,6 +140,44 @@ class TestFencing:
         assert await committed(db, "by-old-while-holding") == 1
         assert await committed(db, "by-old-after-takeover") == 0
 
+    async def test_a_fence_renews_only_once_a_third_of_the_ttl_has_gone_by(
+        self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
+    ) -> None:
+        # A fresh lease is locked, not rewritten: no new row version (its ctid stays), as
+        # every rewrite of the indexed `expires_at` costs a row version in each index.
+        thread = new_thread()
+        claim = await leases.claim(thread, "run-1")
+        assert claim is not None
+
+        async def lease_row() -> tuple[Any, float]:
+            async with db.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT ctid::text AS ctid,"
+                    " extract(epoch FROM expires_at - clock_timestamp())::float8 AS left_s"
+                    " FROM thread_leases WHERE thread_id = %s",
+                    (thread,),
+                )
+                row = await cur.fetchone()
+            assert row is not None
+            return row["ctid"], row["left_s"]
+
+        token = current_turn.set(Turn(lease=claim.lease))
+        try:
+            ctid, left = await lease_row()
+            await fenced_insert(db, f"fresh-{thread}")
+            assert await lease_row() == (ctid, pytest.approx(left, abs=0.5))
+            async with db.connection() as conn:  # 1 s left of 5: past a third of the TTL
+                await conn.execute(
+                    "UPDATE thread_leases SET expires_at = clock_timestamp() + interval '1 s'"
+                    " WHERE thread_id = %s",
+                    (thread,),
+                )
+            await fenced_insert(db, f"late-{thread}")
+            _, left = await lease_row()
+            assert 4.0 < left <= 5.0
+        finally:
+            current_turn.reset(token)
+
     async def test_a_write_by_a_superseded_run_raises_and_leaves_nothing(
         self, leases: ThreadLeases, db: AsyncConnectionPool[Any]
     ) -> None:

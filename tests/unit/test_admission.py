@@ -53,7 +53,7 @@ async def test_the_limit_grows_back_by_a_tenth_a_tick_while_the_worker_keeps_up(
     assert admission.limit == 50  # the cap
 
 
-async def test_long_waits_for_a_connection_or_a_timeout_cut_the_limit_once_a_backoff() -> None:
+async def test_long_waits_on_two_ticks_or_a_timeout_cut_the_limit_once_a_backoff() -> None:
     turns = Turns()
     turns.n = 30
     stats = {"requests_queued": 0, "requests_wait_ms": 0, "requests_errors": 0}
@@ -65,6 +65,9 @@ async def test_long_waits_for_a_connection_or_a_timeout_cut_the_limit_once_a_bac
     await admission.tick()
     assert admission.limit == 50
     stats.update(requests_queued=12, requests_wait_ms=600)  # the last two waited 200 ms
+    await admission.tick()
+    assert admission.limit == 50  # one tick of long waits is a burst
+    stats.update(requests_queued=14, requests_wait_ms=1000)  # and again: falling behind
     await admission.tick()
     assert admission.limit == pytest.approx(27)  # 90% of the 30 in flight
     stats.update(requests_errors=1)  # a pool timeout, within the backoff: no second cut

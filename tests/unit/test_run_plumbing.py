@@ -49,7 +49,15 @@ class TestChangesOnly:
         }
 
     def test_a_field_set_for_the_first_time_is_kept(self) -> None:
-        assert changes_only(state(), {"stale_rounds": 0}) == {"stale_rounds": 0}
+        assert changes_only(state(), {"stale_rounds": 1}) == {"stale_rounds": 1}
+        assert changes_only(state(), {"turn_id": "h1"}) == {"turn_id": "h1"}
+
+    def test_a_first_value_that_reads_as_unset_is_left_out(self) -> None:
+        # what a new thread's first turn resets: the readers' defaults, so no rows
+        update = {"stale_rounds": 0, "handed_off": False, "cache_stats": {"hits": 0, "misses": 0}}
+        assert changes_only(state(), update) == {}
+        # once the state has a field, going back to the default is a change
+        assert changes_only(AgentState(stale_rounds=2), {"stale_rounds": 0}) == {"stale_rounds": 0}
 
 
 class TestApplied:

@@ -15,7 +15,7 @@
 --
 -- cs_fence: first in every transaction that commits a run's work. It locks the lease row
 -- until that transaction ends (a claim waits for the commit rather than slipping in before
--- it) and renews the lease.
+-- it) and renews the lease when a third of its TTL has gone by.
 
 CREATE OR REPLACE FUNCTION cs_claim_thread(
     p_thread text, p_owner text, p_run text, p_ttl_ms int,
@@ -60,12 +60,22 @@ END $$;
 
 CREATE OR REPLACE FUNCTION cs_fence(p_thread text, p_generation bigint, p_run text, p_ttl_ms int)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    until timestamptz;
 BEGIN
-    UPDATE thread_leases l
-    SET expires_at = greatest(l.expires_at,
-                              clock_timestamp() + make_interval(secs => p_ttl_ms / 1000.0))
-    WHERE l.thread_id = p_thread AND l.generation = p_generation AND l.run_id = p_run;
+    SELECT l.expires_at INTO until FROM thread_leases l
+    WHERE l.thread_id = p_thread AND l.generation = p_generation AND l.run_id = p_run
+    FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'the thread lease was lost' USING ERRCODE = 'CSL01';
+    END IF;
+    -- Renewed only once a third of the TTL has gone by (the heartbeat's pace): a turn's
+    -- fences otherwise each rewrote the row, and as `expires_at` is indexed
+    -- (thread_leases_held) every rewrite was a new row version in each index. The lock
+    -- alone is a few bytes of WAL.
+    IF until < clock_timestamp() + make_interval(secs => p_ttl_ms * 2 / 3000.0) THEN
+        UPDATE thread_leases l
+        SET expires_at = clock_timestamp() + make_interval(secs => p_ttl_ms / 1000.0)
+        WHERE l.thread_id = p_thread;
     END IF;
 END $$;

@@ -42,6 +42,7 @@ DECLARE
     spent bigint;
     pinned int;
     pinned_state text;
+    known boolean := false;
 BEGIN
     IF p_rate_key IS NOT NULL THEN
         SELECT g.ahead_s INTO ahead_s FROM cs_gcra(p_rate_key, p_interval_s, p_window_s) g
@@ -87,8 +88,6 @@ BEGIN
     END IF;
     -- the claim locked the lease row: who answers cannot change until this commits
     SELECT l.control INTO control FROM thread_leases l WHERE l.thread_id = p_thread;
-    INSERT INTO threads (thread_id, user_id, session_id)
-    VALUES (p_thread, p_user, p_session) ON CONFLICT (thread_id) DO NOTHING;
     -- The policy version that answers (app/policies): the thread's pin while its version
     -- is published; else (a first turn, or a version retired since) the candidate by the
     -- thread id's bucket on a first turn, else live. Written only when it changes.
@@ -96,6 +95,7 @@ BEGIN
         SELECT t.policy_version, v.state INTO pinned, pinned_state
         FROM threads t LEFT JOIN policy_versions v ON v.version = t.policy_version
         WHERE t.thread_id = p_thread;
+        known := FOUND;
         IF pinned_state IN ('live', 'candidate') THEN
             policy_version := pinned;
         ELSE
@@ -106,14 +106,21 @@ BEGIN
                        < c.percent),
                 (SELECT l.version FROM policy_versions l WHERE l.state = 'live'))
             INTO policy_version;
-            IF policy_version IS DISTINCT FROM pinned THEN
-                UPDATE threads t SET policy_version = cs_begin_run.policy_version
-                WHERE t.thread_id = p_thread;
-                IF pinned IS NOT NULL THEN
-                    INSERT INTO policy_moves (thread_id, from_version, to_version)
-                    VALUES (p_thread, pinned, cs_begin_run.policy_version);
-                END IF;
-            END IF;
+        END IF;
+    END IF;
+    -- A new thread is stored with its pin: one row version, not an insert and an update.
+    IF NOT known THEN
+        INSERT INTO threads (thread_id, user_id, session_id, policy_version)
+        VALUES (p_thread, p_user, p_session, cs_begin_run.policy_version)
+        ON CONFLICT (thread_id) DO NOTHING;
+        known := NOT FOUND;  -- stored meanwhile by another path: pinned below
+    END IF;
+    IF known AND control = 'agent' AND policy_version IS DISTINCT FROM pinned THEN
+        UPDATE threads t SET policy_version = cs_begin_run.policy_version
+        WHERE t.thread_id = p_thread;
+        IF pinned IS NOT NULL THEN
+            INSERT INTO policy_moves (thread_id, from_version, to_version)
+            VALUES (p_thread, pinned, cs_begin_run.policy_version);
         END IF;
     END IF;
     INSERT INTO runs (run_id, thread_id, client_message_id, status, owner, policy_version)
