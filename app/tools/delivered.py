@@ -64,6 +64,7 @@ def exchange_delivered_order_items(
         lambda order, customer, products: delivered_orders.exchange_delivered_order_items(
             order, customer, products, item_ids, new_item_ids, payment_method_id
         ),
+        products=True,
     )
 
 

@@ -26,8 +26,12 @@ OrderRule = Callable[[Order, Customer, dict[str, Product]], OrderChange]
 TRANSFER_SUCCESSFUL = "Transfer successful"
 
 
-def order_action(customer_id: str | None, order_id: str, rule: OrderRule) -> WriteAction:
-    """Lock the order and the customer's payment methods, apply `rule`, save the change."""
+def order_action(
+    customer_id: str | None, order_id: str, rule: OrderRule, *, products: bool = False
+) -> WriteAction:
+    """Lock the order and the customer's payment methods, apply `rule`, save the change.
+    `products`: the rule reads the catalogue (item swaps); the others get none, two reads
+    fewer in the write's transaction."""
 
     async def action(conn: AsyncConnection[Any]) -> Result:
         repo = ShopRepository(conn)
@@ -37,8 +41,10 @@ def order_action(customer_id: str | None, order_id: str, rule: OrderRule) -> Wri
         customer = await repo.get_customer(customer_id, for_update=True)
         if customer is None:
             raise RuleViolation(order_not_found(order_id))
-        products = await repo.get_products(item.product_id for item in order.items)
-        change = rule(order, customer, products)
+        catalogue = (
+            await repo.get_products(item.product_id for item in order.items) if products else {}
+        )
+        change = rule(order, customer, catalogue)
         await repo.save_order(order, change.order)
         await repo.apply_balance_deltas(customer_id, change.balance_deltas)
         return order_view(change.order)

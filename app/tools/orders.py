@@ -163,6 +163,7 @@ def modify_pending_order_items(
         lambda order, customer, products: pending_orders.modify_pending_order_items(
             order, customer, products, item_ids, new_item_ids, payment_method_id
         ),
+        products=True,
     )
 
 
