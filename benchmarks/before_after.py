@@ -3,10 +3,12 @@
     .venv/bin/python -m benchmarks.before_after --before 7f0afe9 [--customers 32 --reps 3]
 
 The earlier commit is checked out into a temporary git worktree and served from there with
-this tree's virtualenv; the three run in rotation against one model server and one seeded
-database, so they see the same machine load. Prints a Markdown table (turns/s median over
-runs, pooled latency percentiles, CPU per completed turn); nothing is written under
-benchmarks/.
+this tree's virtualenv; the three run in rotation against one model server, so they see the
+same machine load. The earlier tree gets a database of its own, seeded by its own code: its
+migrations may end before this tree's (Alembic refuses a revision it does not know), and
+its SQL functions (app/db/sql, applied at start) would replace this tree's in a shared one.
+Prints a Markdown table (turns/s median over runs, pooled latency percentiles, CPU per
+completed turn); nothing is written under benchmarks/ but its out/ folder.
 """
 
 from __future__ import annotations
@@ -19,20 +21,49 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from benchmarks.config import QUICK
-from benchmarks.procs import DEFAULT_ADMIN_URL, PY, ROOT, Proc, free_port
+from benchmarks.procs import (
+    DEFAULT_ADMIN_URL,
+    PY,
+    ROOT,
+    Proc,
+    free_port,
+    run_checked,
+    with_database,
+)
 from benchmarks.run import Bench, services
 from benchmarks.stats import median, p95
 
 
-def serve_from(tree: Path, port: int) -> list[str]:
-    """`python -m app serve` importing `app` from `tree` (the worktree), not from ROOT."""
-    code = (
-        f"import sys; sys.path.insert(0, {str(tree)!r}); from app.cli import main; "
-        # one worker, as `Bench.ours` serves this tree (the default is one per core)
-        f"main(['serve', '--no-seed', '--port', '{port}', '--workers', '1'])"
-    )
+def from_tree(tree: Path, args: list[str]) -> list[str]:
+    """`python -m app <args>` importing `app` from `tree` (the worktree), not from ROOT."""
+    code = f"import sys; sys.path.insert(0, {str(tree)!r}); from app.cli import main; "
+    code += f"main({args!r})"
     return [PY, "-c", code]
+
+
+def serve_from(tree: Path, port: int) -> list[str]:
+    # one worker, as `Bench.ours` serves this tree (the default is one per core)
+    return from_tree(tree, ["serve", "--no-seed", "--port", str(port), "--workers", "1"])
+
+
+def before_database(bench: Bench, tree: Path) -> str:
+    """A database for the earlier tree, created and seeded by it; its URL."""
+    name = f"{bench.dbname}_before"
+    with psycopg.connect(bench.admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(bench.db_url, name)
+    env = {"DATABASE_URL": url, "LOG_LEVEL": "WARNING"}
+    run_checked(from_tree(tree, ["seed"]), env, bench.out / "seed-before.log")
+    return url
+
+
+def drop_before_database(bench: Bench) -> None:
+    with psycopg.connect(bench.admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{bench.dbname}_before" WITH (FORCE)')
 
 
 def row(name: str, runs: list[dict[str, Any]]) -> str:
@@ -76,9 +107,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         try:
             bench.create_database()
+            before_url = before_database(bench, tree)
             with services(bench, "instant") as urls:
                 port = free_port()
-                env = bench.service_env(urls["model"])
+                env = bench.service_env(urls["model"]) | {"DATABASE_URL": before_url}
                 ready = f"http://127.0.0.1:{port}/healthz"
                 bench.start(Proc("before", serve_from(tree, port), env, out / "before.log", ready))
                 targets = {
@@ -100,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         finally:
             bench.stop_all()
             bench.drop_database()
+            drop_before_database(bench)
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
     print(f"\n{args.customers} customers, instant model, {args.reps} runs each")
     print(f"before = {args.before}\n")
