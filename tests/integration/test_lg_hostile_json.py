@@ -13,6 +13,7 @@ import httpx
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
+from app.api.clientjson import MAX_DEPTH
 from tests.integration.agent_harness import load_small_shop
 from tests.integration.api_harness import LiveServer
 
@@ -24,7 +25,8 @@ SURROGATE = '{"note": "\\ud899"}'
 NUL_VALUE = '{"note": "a\\u0000b"}'
 NUL_KEY = '{"a\\u0000b": 1}'
 HUGE_NUMBER = '{"amount": 1.8e308}'
-TOO_DEEP = '{"a": ' + "[" * 8 + "1" + "]" * 8 + "}"  # nine levels, the object counted
+# one level past the limit, the object counted
+TOO_DEEP = '{"a": ' + "[" * MAX_DEPTH + "1" + "]" * MAX_DEPTH + "}"
 HOSTILE = {
     "surrogate": SURROGATE,
     "nul value": NUL_VALUE,
