@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.pg_share import KINDS
 from benchmarks.stats import fmt, median
 
 PRIMARY_CORES = 16
@@ -85,11 +86,7 @@ def _ran(part: dict[str, Any]) -> str:
 
 def _kinds(systems: dict[str, Any]) -> list[str]:
     """The kinds of turn every system was measured on (an older run has no `later`)."""
-    return [
-        kind
-        for kind in ("read", "write", "later")
-        if all(kind in s.get("kinds", {}) for s in systems.values())
-    ]
+    return [kind for kind in KINDS if all(kind in s.get("kinds", {}) for s in systems.values())]
 
 
 def _pg(p: dict[str, Any] | None) -> list[str]:
@@ -300,7 +297,7 @@ def _projection(p: dict[str, Any] | None, idle: dict[str, Any] | None) -> list[s
         " = budget / CPU per turn | open conversations = turns/s x 20 s |",
         "|---|---:|---:|---:|",
     ]
-    for kind in [k for k in ("read", "write", "later") if k in kinds]:
+    for kind in [k for k in KINDS if k in kinds]:
         cpu = kinds[kind]["cpu_ms"]
         if cpu <= 0:
             continue

@@ -20,6 +20,9 @@ pipeline, one round trip, when one of these comes first:
 A read-only turn so stores its five checkpoints (input, START, agent, tools, agent) in one
 round trip instead of four. Every step is still stored, so history and rewind see them all.
 What is held rides on the run's turn (app/turn.py), which every step of the run finds.
+The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
+message among them, and the thread continues from the last stored step (the turn before,
+or the last write's call). Nothing the shop did is lost: every effect waits for its call.
 
 A step's task writes are what its next checkpoint is made of: LangGraph reads them back
 only to finish a step whose next checkpoint was never stored (upstream's `exit` durability
@@ -28,9 +31,6 @@ checkpoint it stores too, in the same transaction: they could never be read. Err
 interrupts and resumes are kept, and so is every write of the newest checkpoint (an
 interrupted step's finished tasks). A read turn on a new thread stores no write rows (18
 before); the rows that remain are upstream's.
-The cost: a process that dies mid-turn loses that turn's unstored steps, the customer's
-message among them, and the thread continues from the last stored step (the turn before,
-or the last write's call). Nothing the shop did is lost: every effect waits for its call.
 
 Within `prefetched()` (a run), the thread's newest checkpoint is the row the run's opening
 statement read (app/runs/statements.py), so loading it costs no round trip; the run's first
