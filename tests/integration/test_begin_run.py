@@ -343,3 +343,43 @@ async def fenced_commit(pool: AsyncConnectionPool[Any], lease: Lease) -> bool:
         assert error.sqlstate == LEASE_LOST_SQLSTATE
         return False
     return True
+
+
+async def test_a_new_thread_is_stored_pinned_in_one_row_version(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    # Inserted with its policy version, not inserted and then updated (a row version more).
+    thread = new_thread()
+    params = {
+        "thread_id": thread,
+        "user_id": "pin-user",
+        "session_id": thread,
+        "owner": "test",
+        "run_id": f"run-{uuid.uuid4().hex}",
+        "ttl_ms": 15000,
+        "client_message_id": None,
+        "rate_key": None,
+        "interval_s": 1.0,
+        "window_s": 1.0,
+        "budget": 0,
+    }
+    async with pool.connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "SELECT status, policy_version FROM cs_begin_run(%(thread_id)s, %(user_id)s,"
+            " %(session_id)s, %(owner)s, %(run_id)s, %(ttl_ms)s, %(client_message_id)s,"
+            " %(rate_key)s, %(interval_s)s::float8, %(window_s)s::float8, %(budget)s::bigint)",
+            params,
+        )
+        begun = await cur.fetchone()
+        cur = await conn.execute(
+            "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'threads'"
+        )
+        counts = await cur.fetchone()
+        cur = await conn.execute(
+            "SELECT policy_version FROM threads WHERE thread_id = %s", (thread,)
+        )
+        stored = await cur.fetchone()
+    assert begun is not None and begun["status"] == "started"
+    assert begun["policy_version"] is not None  # a live version pins it
+    assert stored is not None and stored["policy_version"] == begun["policy_version"]
+    assert counts is not None and (counts["n_tup_ins"], counts["n_tup_upd"]) == (1, 0)
