@@ -53,6 +53,7 @@ class Plan:
     scale_pg_reads: int = 300  # read turns per system (and as many write turns as pending
     scale_pg_writes: int = 150  # orders allow, up to this)
     scale_pg_concurrency: int = 4
+    scale_pg_rounds: int = 3  # the turns split into rounds, the systems alternating
     scale_idle_replicas: tuple[int, ...] = (1, 4, 8)
     scale_idle_window_s: float = 30.0
     scale_cross_tries: int = 30
@@ -111,6 +112,7 @@ QUICK = Plan(
     roundtrip_turns=3,
     scale_pg_reads=30,
     scale_pg_writes=20,
+    scale_pg_rounds=2,
     scale_idle_replicas=(1, 4),
     scale_idle_window_s=10.0,
     scale_cross_tries=8,

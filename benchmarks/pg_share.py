@@ -3,7 +3,8 @@ and per write turn, for our service and the tutorial peer (benchmarks/baseline).
 
 Part of the `scale` section (benchmarks/scale_section.py, which starts the private cluster:
 `pg_stat_statements` preloaded, `track_io_timing` on). One system at a time on a database of
-its own (a copy of the seeded shop), so the cluster's CPU is that system's:
+its own (a copy of the seeded shop), so the cluster's CPU is that system's while the other
+idles:
 
 - read turn: "where is my order X?" on a new thread (model -> get_order_details -> model);
 - write turn: "please cancel X" (a pending order) on a new thread, the write done in the
@@ -13,16 +14,24 @@ its own (a copy of the seeded shop), so the cluster's CPU is that system's:
   thread before the batch, not measured): what a conversation's turns cost once it is
   going, where a first turn pays for opening the thread.
 
-Each batch is `turns` turns, `concurrency` at a time. Measured from its start to 0.5 s after
-its last turn: the CPU of every process of the cluster (/proc/<pid>/schedstat, in ns), the
-backends that exited included (the postmaster's reaped children's utime + stime), so
-autovacuum and the checkpointer
-count when they run meanwhile; `pg_stat_statements` (calls, total time) of the database;
-the WAL written (`pg_current_wal_lsn`). Then, after a quiet wait so every backend has
-flushed its table counters (Postgres flushes a backend's pending statistics within 10 s of
-it going idle): `n_tup_upd - n_tup_hot_upd` and `n_tup_ins` per table. What the system does
-while idle (its background loops, the snapshots' own statements) is measured the same way
-over an idle window and subtracted in proportion to each measurement's length.
+The turns are split into rounds (3 by default): each round runs every kind of turn on both
+systems, one after the other, the first system alternating by round, each on threads and
+orders of its own. A system's figures are the sums of its rounds; each round's ratio is kept
+too, since one batch's CPU moves by about 20% from run to run (a checkpoint, the machine).
+
+Each batch is its slice of turns, `concurrency` at a time. Measured from its start to the
+end of a VACUUM of its database run 0.5 s after its last turn: the CPU of every process of
+the cluster (/proc/<pid>/schedstat, in ns), the backends that exited included (the
+postmaster's reaped children's utime + stime); `pg_stat_statements` (calls, total time) of
+the database; the WAL written (`pg_current_wal_lsn`). Autovacuum is off while the part runs:
+it would land in whichever window it woke in, another system's as likely as its own; the
+VACUUM makes each system pay for its own dead rows and index entries, in its own window
+(its fixed cost, measured with nothing to vacuum, is subtracted). Then, after a quiet wait
+so every backend has flushed its table counters (Postgres flushes a backend's pending
+statistics within 10 s of it going idle): `n_tup_upd - n_tup_hot_upd` and `n_tup_ins` per
+table. What the cluster does while both systems idle (their background loops, the
+snapshots' own statements) is measured the same way over an idle window and subtracted in
+proportion to each measurement's length.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ QUIET_S = 11.5  # a backend's pending table statistics are flushed within 10 s o
 IDLE_S = 12.0
 KINDS = ("read", "write", "later")
 EARLIER = 3  # a `later` turn is the fourth of its conversation: three read turns before it
-OWN = ("pg_stat", "pg_current_wal_lsn", "pg_wal_lsn_diff")  # the snapshots' own statements
+OWN = ("pg_stat", "pg_current_wal_lsn", "pg_wal_lsn_diff", "VACUUM")  # the harness's own
 
 STATEMENTS_SQL = """
 SELECT queryid, calls, total_exec_time, rows, query FROM pg_stat_statements s
@@ -204,80 +213,197 @@ def turn_maker(
     return http, turn
 
 
+@dataclass
+class System:
+    """One system under measurement: its service's URL and its own copy of the shop."""
+
+    name: str
+    url: str
+    db_url: str
+
+
+@dataclass
+class _Live:
+    system: System
+    http: Pool
+    post: Callable[[str, str, str], Awaitable[TurnResult]]
+    conn: psycopg.Connection[Any]
+    postmaster: int
+    entries: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    empty_vacuum_s: float = 0.0  # the CPU of a VACUUM with nothing to do
+
+    def snapshot(self) -> Snapshot:
+        return snapshot(self.conn, self.postmaster)
+
+    def vacuum(self) -> None:
+        """What the batch left for vacuum, vacuumed now, inside the window: autovacuum is
+        off while the part runs, so each system pays for its own dead rows and index
+        entries, and no system's vacuum lands in another's window."""
+        self.conn.execute("VACUUM")
+
+    def weigh_empty_vacuum(self) -> None:
+        """A VACUUM's fixed part (every table and catalog opened, their visibility maps
+        read), the median of three with nothing to do: subtracted from each batch, whose
+        VACUUM counts only for the work its turns left."""
+        costs = []
+        for _ in range(3):
+            cpu0 = cluster_cpu_s(self.postmaster)
+            self.vacuum()
+            costs.append(cluster_cpu_s(self.postmaster) - cpu0)
+        self.empty_vacuum_s = sorted(costs)[1]
+
+
+def _chunks(pairs: list[tuple[str, str]], rounds: int) -> list[list[tuple[str, str]]]:
+    size = max(len(pairs) // max(rounds, 1), 1)
+    return [pairs[i * size : (i + 1) * size] for i in range(rounds)]
+
+
 async def measure(
-    system: str,
-    url: str,
-    db_url: str,
+    systems: list[System],
     postmaster: int,
     secret: str,
     reads: list[tuple[str, str]],
     writes: list[tuple[str, str]],
     concurrency: int,
     warmup: int,
+    rounds: int,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Warm-up, an idle window, then a read batch and a write batch. `reads` are (customer,
-    order) pairs, `writes` (customer, pending order): the first `warmup` of each warm up."""
-    http, post = turn_maker(system, url, secret, concurrency, f"pg{system}")
-    kinds: dict[str, list[tuple[str, str]]] = {
-        "read": reads[warmup:],
-        "write": writes[warmup:],
-        "later": reads[warmup:],
+    """Warm-up, an idle window, then `rounds` rounds: in each, every kind of turn, the
+    systems one after the other (their order alternating by round, each on its own slice
+    of the pairs). `reads` are (customer, order) pairs, `writes` (customer, pending order):
+    the first `warmup` of each warm up. A system's figures are its rounds' sums per turn;
+    `rounds` also keeps each round's CPU per turn, so the ratio is read round by round:
+    a single batch moves by 20% from run to run."""
+    live: list[_Live] = []
+    for system in systems:
+        http, post = turn_maker(system.name, system.url, secret, concurrency, f"pg{system.name}")
+        conn = psycopg.connect(system.db_url, autocommit=True)
+        live.append(_Live(system, http, post, conn, postmaster))
+    slices = {
+        "read": _chunks(reads[warmup:], rounds),
+        "write": _chunks(writes[warmup:], rounds),
+        "later": _chunks(reads[warmup:], rounds),
     }
 
     def text(kind: str, order: str) -> str:
         return f"Please cancel {order}." if kind == "write" else f"Hi, where is my order {order}?"
 
-    for i in range(warmup):  # prepared statements, the pools' connections, caches
-        await post(reads[i][0], f"wr{i}", text("read", reads[i][1]))
-        await post(writes[i][0], f"ww{i}", text("write", writes[i][1]))
-    await asyncio.sleep(QUIET_S)
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        s0 = snapshot(conn, postmaster)
+    try:
+        for one in live:  # prepared statements, the pools' connections, caches
+            for i in range(warmup):
+                await one.post(reads[i][0], f"wr{i}", text("read", reads[i][1]))
+                await one.post(writes[i][0], f"ww{i}", text("write", writes[i][1]))
+            one.vacuum()
+            one.weigh_empty_vacuum()
+        await asyncio.sleep(QUIET_S)
+        s0 = [one.snapshot() for one in live]
         await asyncio.sleep(IDLE_S)
-        s1 = snapshot(conn, postmaster)
-        idle = Delta.between(s0, s1)
-        result: dict[str, Any] = {
-            "idle": {
-                "cpu_ms_per_s": 1000 * idle.cpu_s / idle.seconds,
-                "statements_per_s": sum(idle.calls.values()) / idle.seconds,
-            },
-            "kinds": {},
-        }
-        for kind in KINDS:
-            pairs = kinds[kind]
+        idle = [Delta.between(a, one.snapshot()) for a, one in zip(s0, live, strict=True)]
+        per_round: list[dict[str, dict[str, float]]] = []
+        for r in range(rounds):
+            per_round.append({})
+            order = live if r % 2 == 0 else live[::-1]
+            for kind in KINDS:
+                pairs = slices[kind][r]
+                per_round[r][kind] = {}
+                for one, quiet in zip(order, idle if r % 2 == 0 else idle[::-1], strict=True):
+                    entry = await _batch(one, kind, pairs, r, quiet, concurrency, text)
+                    one.entries.setdefault(kind, []).append(entry)
+                    per_round[r][kind][one.system.name] = entry["cpu_ms"]
+                    log(
+                        f"  round {r + 1}/{rounds} {one.system.name:5s} {kind:5s}"
+                        f" {entry['turns']} turns: Postgres {entry['cpu_ms']:.2f} ms CPU,"
+                        f" {entry['statements']:.1f} statements, {entry['wal_bytes']:.0f} WAL"
+                        f" bytes per turn ({entry['errors']} failed)"
+                    )
+    finally:
+        for one in live:
+            await one.http.aclose()
+            one.conn.close()
+    return {
+        "rounds": per_round,
+        "systems": {
+            one.system.name: {
+                "idle": {
+                    "cpu_ms_per_s": 1000 * quiet.cpu_s / quiet.seconds,
+                    "statements_per_s": sum(quiet.calls.values()) / quiet.seconds,
+                },
+                "kinds": {kind: _summed(entries) for kind, entries in one.entries.items()},
+                "empty_vacuum_ms": 1000 * one.empty_vacuum_s,
+            }
+            for one, quiet in zip(live, idle, strict=True)
+        },
+    }
 
-            async def one(i: int, kind: str = kind, pairs: list[tuple[str, str]] = pairs) -> Any:
-                user, order = pairs[i]
-                return await post(user, f"{kind[0]}{i}", text(kind, order))
 
-            if kind == "later":  # the conversations' earlier turns, before the snapshot
-                for _ in range(EARLIER):
-                    await batch(one, len(pairs), concurrency)
-                await asyncio.sleep(QUIET_S)
-            before = snapshot(conn, postmaster)
-            started = time.monotonic()
-            done = await batch(one, len(pairs), concurrency)
-            busy_s = time.monotonic() - started
-            await asyncio.sleep(SETTLE_S)
-            end = snapshot(conn, postmaster)
-            await asyncio.sleep(QUIET_S)
-            after = snapshot(conn, postmaster)
-            ok = [r for r in done if r.ok]
-            entry = Delta.between(before, end).minus_idle(idle).per_turn(len(ok))
-            tables = Delta.between(before, after).minus_idle(idle).per_turn(len(ok))
-            entry["nonhot"], entry["inserts"] = tables["nonhot"], tables["inserts"]
-            entry["errors"] = len(done) - len(ok)
-            entry["error_kinds"] = sorted({str(r.error) for r in done if not r.ok})[:3]
-            entry["busy_s"] = busy_s
-            result["kinds"][kind] = entry
-            log(
-                f"  {system:5s} {kind:5s} {len(ok)} turns: Postgres {entry['cpu_ms']:.2f} ms CPU,"
-                f" {entry['statements']:.1f} statements, {entry['wal_bytes']:.0f} WAL bytes"
-                f" per turn ({entry['errors']} failed)"
-            )
-    await http.aclose()
-    return result
+async def _batch(
+    one: _Live,
+    kind: str,
+    pairs: list[tuple[str, str]],
+    r: int,
+    idle: Delta,
+    concurrency: int,
+    text: Callable[[str, str], str],
+) -> dict[str, Any]:
+    async def turn(i: int) -> Any:
+        user, order = pairs[i]
+        return await one.post(user, f"{kind[0]}{r}-{i}", text(kind, order))
+
+    if kind == "later":  # the conversations' earlier turns, before the snapshot
+        for _ in range(EARLIER):
+            await batch(turn, len(pairs), concurrency)
+        await asyncio.sleep(QUIET_S)
+        one.vacuum()
+    before = one.snapshot()
+    started = time.monotonic()
+    done = await batch(turn, len(pairs), concurrency)
+    busy_s = time.monotonic() - started
+    await asyncio.sleep(SETTLE_S)
+    one.vacuum()
+    end = one.snapshot()
+    await asyncio.sleep(QUIET_S)
+    after = one.snapshot()
+    ok = [t for t in done if t.ok]
+    window = Delta.between(before, end).minus_idle(idle)
+    window.cpu_s -= one.empty_vacuum_s
+    entry = window.per_turn(len(ok))
+    tables = Delta.between(before, after).minus_idle(idle).per_turn(len(ok))
+    entry["nonhot"], entry["inserts"] = tables["nonhot"], tables["inserts"]
+    entry["errors"] = len(done) - len(ok)
+    entry["error_kinds"] = sorted({str(t.error) for t in done if not t.ok})[:3]
+    entry["busy_s"] = busy_s
+    return entry
+
+
+def _summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A kind's rounds as one: per-turn figures weighted by each round's turns; the top
+    statements of the first round."""
+    turns = int(sum(e["turns"] for e in entries))
+    n = max(turns, 1)
+
+    def mean(key: str) -> float:
+        return float(sum(e[key] * e["turns"] for e in entries)) / n
+
+    def tables(key: str) -> dict[str, float]:
+        names = {name for e in entries for name in e[key]}
+        return {t: float(sum(e[key].get(t, 0.0) * e["turns"] for e in entries)) / n for t in names}
+
+    return {
+        "turns": turns,
+        "cpu_ms": mean("cpu_ms"),
+        "cpu_ms_rounds": [e["cpu_ms"] for e in entries],
+        "exec_ms": mean("exec_ms"),
+        "statements": mean("statements"),
+        "wal_bytes": mean("wal_bytes"),
+        "nonhot": tables("nonhot"),
+        "inserts": tables("inserts"),
+        "top": entries[0]["top"],
+        "seconds": sum(e["seconds"] for e in entries),
+        "errors": sum(e["errors"] for e in entries),
+        "error_kinds": sorted({k for e in entries for k in e["error_kinds"]})[:3],
+        "busy_s": sum(e["busy_s"] for e in entries),
+    }
 
 
 def shop(db_url: str, warmup: int, reads: int, writes: int) -> dict[str, list[tuple[str, str]]]:

@@ -102,14 +102,16 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
         title,
         "",
         "`benchmarks/pg_share.py`: one system at a time on its own copy of the shop, turns"
-        f' {p["concurrency"]} at a time. Read (each on a new thread): "where is my order X?"'
+        f" {p['concurrency']} at a time{_rounds_text(p)}. Read (each on a new thread):"
+        ' "where is my order X?"'
         ' (model, get_order_details, model); write (each on a new thread): "please cancel X"'
         " (model, cancel_pending_order, model; our WRITE_CONFIRMATION off, as the peer has no"
         " confirmation); later: the read turn as the fourth of its conversation (three read"
         " turns on each thread before the batch, not measured). **Postgres CPU** is the time"
         " on CPU (/proc/<pid>/schedstat, ns) of every process of the"
         " private cluster (backends, exited ones included, WAL writer, checkpointer,"
-        " autovacuum when it runs), from the batch's start to 0.5 s after its end (non-HOT"
+        " autovacuum when it runs), from the batch's start to 0.5 s after its end"
+        f"{_vacuum_text(p)} (non-HOT"
         " updates and inserts: after 11.5 s more, once every backend flushed its counters);"
         " *statement time* is"
         " `pg_stat_statements` total_exec_time. WAL bytes are `pg_current_wal_lsn` differences"
@@ -147,7 +149,7 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
             ratios.append(f"{kind} {ours / peer:.2f}x" if peer > 0 else f"{kind} n/a")
         lines += [
             "Our Postgres CPU per turn against the peer's: " + ", ".join(ratios) + " (aim: at"
-            " most 1x). Idle cost subtracted: "
+            f" most 1x).{_round_ratios(p)} Idle cost subtracted: "
             + ", ".join(
                 f"{n} {fmt(systems[n]['idle']['cpu_ms_per_s'], 1)} ms CPU and"
                 f" {fmt(systems[n]['idle']['statements_per_s'], 1)} statements a second"
@@ -175,6 +177,46 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
             )
         lines.append("")
     return lines
+
+
+def _rounds_text(p: dict[str, Any]) -> str:
+    n = len(p.get("rounds") or [])
+    if n < 2:
+        return ""
+    return (
+        f", in {n} rounds: each round runs every kind of turn on both systems, one after the"
+        " other, the first system alternating, each round on threads and orders of its own"
+    )
+
+
+def _vacuum_text(p: dict[str, Any]) -> str:
+    if "rounds" not in p:
+        return ""
+    return (
+        ", with the VACUUM of its database that ends the window (autovacuum off while the"
+        " part runs, so each system pays for its own dead rows, in its own window; a VACUUM's"
+        " fixed cost, measured with nothing to do, is subtracted)"
+    )
+
+
+def _round_ratios(p: dict[str, Any]) -> str:
+    """Each round's ours/peer ratio by kind: the figures above are sums, these show how far
+    one batch's verdict can move."""
+    rounds = p.get("rounds") or []
+    if len(rounds) < 2:
+        return ""
+    parts = []
+    for kind in _kinds(p["systems"]):
+        each = [
+            r[kind]["ours"] / r[kind]["peer"]
+            for r in rounds
+            if kind in r and r[kind].get("peer", 0) > 0 and "ours" in r[kind]
+        ]
+        if each:
+            parts.append(
+                f"{kind} " + ", ".join(f"{x:.2f}" for x in each) + f" (median {median(each):.2f})"
+            )
+    return " Round by round: " + "; ".join(parts) + "."
 
 
 def _idle(p: dict[str, Any] | None) -> list[str]:

@@ -181,34 +181,37 @@ def part_pg(bench: Bench, cluster: Cluster) -> dict[str, Any]:
     model_url = model(bench, "model@scale-pg", "benchmarks.policy:LookupOrCancel")
     warmup = 6  # past DB_PREPARE_THRESHOLD (5)
     pairs = pg_share.shop(cluster.pg.url, warmup, plan.scale_pg_reads, plan.scale_pg_writes)
-    result: dict[str, Any] = {"concurrency": plan.scale_pg_concurrency, "systems": {}}
-    try:
-        for system in ("ours", "peer"):
-            db_url = cluster.database(f"scale_pg_{system}")
-            if system == "ours":
-                env = {"WRITE_CONFIRMATION": "off", **LIMITS_OFF}
-                url = service(bench, "scale-ours", db_url, model_url, env, workers=1)
-            else:
-                url = peer(bench, db_url, model_url)
-            try:
-                result["systems"][system] = asyncio.run(
-                    pg_share.measure(
-                        system,
-                        url,
-                        db_url,
-                        cluster.postmaster,
-                        JWT_SECRET,
-                        pairs["read"],
-                        pairs["write"],
-                        plan.scale_pg_concurrency,
-                        warmup,
-                        log,
-                    )
+    result: dict[str, Any] = {
+        "concurrency": plan.scale_pg_concurrency,
+        "rounds_planned": plan.scale_pg_rounds,
+    }
+    ours_db, peer_db = cluster.database("scale_pg_ours"), cluster.database("scale_pg_peer")
+    env = {"WRITE_CONFIRMATION": "off", **LIMITS_OFF}
+    systems = [
+        pg_share.System("ours", service(bench, "scale-ours", ours_db, model_url, env, 1), ours_db),
+        pg_share.System("peer", peer(bench, peer_db, model_url), peer_db),
+    ]
+    with psycopg.connect(cluster.pg.admin_url, autocommit=True) as admin:
+        admin.execute("ALTER SYSTEM SET autovacuum = off")  # each batch vacuums its own
+        admin.execute("SELECT pg_reload_conf()")
+        try:
+            result |= asyncio.run(
+                pg_share.measure(
+                    systems,
+                    cluster.postmaster,
+                    JWT_SECRET,
+                    pairs["read"],
+                    pairs["write"],
+                    plan.scale_pg_concurrency,
+                    warmup,
+                    plan.scale_pg_rounds,
+                    log,
                 )
-            finally:
-                bench.stop("scale-ours", "scale-peer")
-    finally:
-        bench.stop("model@scale-pg")
+            )
+        finally:
+            bench.stop("scale-ours", "scale-peer", "model@scale-pg")
+            admin.execute("ALTER SYSTEM RESET autovacuum")
+            admin.execute("SELECT pg_reload_conf()")
     return result
 
 
