@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from app.db.checkpointer import held_for_commit
+from app.db.checkpointer import store_held
 from app.db.leases import fence
 
 State = Literal["sent", "done", "unknown"]
@@ -49,37 +48,32 @@ class CallRecord:
 
 async def claim(pool: AsyncConnectionPool[Any], record: CallRecord) -> Prior | None:
     """Record the call as `sent` (committed): None; or the row an earlier attempt left.
-    The checkpoint holding the call commits with the row, so a crash after the send leaves
-    a call the next turn finds (app/agent/repair.py)."""
-    with held_for_commit() as steps:
-        async with pool.connection() as conn, conn.transaction():
-            await fence(conn)
-            await steps.send(conn)
-            return await _sent(conn, record)
-
-
-async def _sent(conn: AsyncConnection[Any], record: CallRecord) -> Prior | None:
-    cursor = await conn.execute(
-        "INSERT INTO tool_executions (idempotency_key, thread_id, user_id, tool_name,"
-        " arguments, ok, outcome, state, attempts)"
-        " VALUES (%s, %s, %s, %s, %s, false, '', 'sent', 1)"
-        " ON CONFLICT (idempotency_key) DO NOTHING RETURNING 1",
-        (
-            record.key,
-            record.thread_id,
-            record.customer_id,
-            record.tool_name,
-            record._arguments(),
-        ),
-    )
-    if await cursor.fetchone() is not None:
-        return None
-    found = await conn.execute(
-        "SELECT state, ok, outcome, attempts FROM tool_executions"
-        " WHERE idempotency_key = %s FOR UPDATE",
-        (record.key,),
-    )
-    row = await found.fetchone()
+    The checkpoint holding the call is stored first, so a crash after the send leaves a
+    call the next turn finds (app/agent/repair.py)."""
+    await store_held()
+    async with pool.connection() as conn, conn.transaction():
+        await fence(conn)
+        cursor = await conn.execute(
+            "INSERT INTO tool_executions (idempotency_key, thread_id, user_id, tool_name,"
+            " arguments, ok, outcome, state, attempts)"
+            " VALUES (%s, %s, %s, %s, %s, false, '', 'sent', 1)"
+            " ON CONFLICT (idempotency_key) DO NOTHING RETURNING 1",
+            (
+                record.key,
+                record.thread_id,
+                record.customer_id,
+                record.tool_name,
+                record._arguments(),
+            ),
+        )
+        if await cursor.fetchone() is not None:
+            return None
+        found = await conn.execute(
+            "SELECT state, ok, outcome, attempts FROM tool_executions"
+            " WHERE idempotency_key = %s FOR UPDATE",
+            (record.key,),
+        )
+        row = await found.fetchone()
     assert row is not None
     return Prior(row["state"], bool(row["ok"]), str(row["outcome"]), int(row["attempts"]))
 

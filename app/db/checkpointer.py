@@ -10,11 +10,9 @@ a test writes the same checkpoints through both savers and compares the tables.
 Within `held_until_needed()` (a run of the service) nothing is stored step by step. A
 step's checkpoint and its task writes wait, in order, and all that has waited goes in one
 pipeline, one round trip, when one of these comes first:
-- a write tool is about to change the shop: in the write's own transaction, after its fence
-  (`held_for_commit()`, used by `execute_write` and by a remote call's `sent` record), so
-  the checkpoint that holds its tool call commits with the write. A crash after the commit
-  resumes at that call and replays the recorded outcome instead of writing again; a crash
-  before it leaves neither, as if the turn had not reached the write;
+- a write tool is about to change the shop (`store_held()`, called by `execute_write`): the
+  checkpoint that holds its tool call is durable before the write commits, so a crash after
+  the commit resumes at that call and replays the recorded outcome instead of writing again;
 - an error or an interrupt is written (stored at once, as upstream does);
 - the run ends, before `done` reaches the client: in the transaction that records its
   outcome and releases its lease when it ended well (`HeldRows.store_then`: one commit
@@ -66,7 +64,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -175,40 +173,6 @@ async def store_held() -> None:
         await held.store()
 
 
-@dataclass(frozen=True)
-class TakenRows:
-    """Held rows taken to commit in a write's own transaction (`held_for_commit`)."""
-
-    rows: list[_Batch]
-
-    async def send(self, conn: AsyncConnection[Any]) -> None:
-        """Issue the rows on `conn`, inside the transaction its caller has begun."""
-        if self.rows:
-            async with conn.cursor(binary=True) as cur:
-                await _send(cur, self.rows)
-
-
-@contextmanager
-def held_for_commit() -> Iterator[TakenRows]:
-    """What the current run holds back, taken to commit in the transaction of the write that
-    needs it stored (app/db/writes.py, app/actions/ledger.py): the caller issues it with
-    `send` after its fence, so the steps and the write commit together or not at all, and
-    the write pays no transaction of its own for them. If the block raises, the rows are
-    held again, in order, for the next store: the statements are upserts, so rows whose
-    commit went through though its answer was lost are stored again unchanged."""
-    turn = current_turn.get()
-    held = turn.held if turn is not None else None
-    if not isinstance(held, HeldRows) or not held.batches:
-        yield TakenRows([])
-        return
-    taken, held.batches = held.batches, []
-    try:
-        yield TakenRows(held._rows(taken))
-    except BaseException:
-        held.batches[:0] = taken
-        raise
-
-
 @dataclass
 class _Prefetched:
     """The newest checkpoint of a thread as the run's opening statement read it (`row`;
@@ -260,18 +224,6 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableC
             "checkpoint_id": checkpoint_id,
         }
     }
-
-
-async def _send(cur: AsyncCursor[Any], batches: list[_Batch]) -> None:
-    """The batches' rows, one `executemany` per statement in the order they came: a run's
-    store is 3 or 4 calls instead of one per step and table, each with its own lock and
-    pipeline bookkeeping. Only rows of the same statement can touch the same key (no
-    foreign keys join these tables), so their order is the order that matters."""
-    grouped: dict[str, list[Any]] = {}
-    for query, rows in batches:
-        grouped.setdefault(query, []).extend(rows)
-    for query, rows in grouped.items():
-        await cur.executemany(query, rows)
 
 
 class PostgresCheckpointer(AsyncPostgresSaver):
@@ -407,11 +359,19 @@ class PostgresCheckpointer(AsyncPostgresSaver):
     async def _execute(
         self, batches: list[_Batch], then: tuple[str, dict[str, Any]] | None = None
     ) -> dict[str, Any] | None:
-        """The batches in one pipeline: one round trip (`_send`). `then` (a statement and
-        its parameters) runs last in the same transaction; its row is returned."""
+        """The batches in one pipeline: one round trip. The rows of one statement go in one
+        `executemany`, in the order they came: a run's store is 3 or 4 calls instead of one
+        per step and table, each with its own lock and pipeline bookkeeping. Only rows of
+        the same statement can touch the same key (no foreign keys join these tables), so
+        their order is the order that matters. `then` (a statement and its parameters) runs
+        last in the same transaction; its row is returned."""
+        grouped: dict[str, list[Any]] = {}
+        for query, rows in batches:
+            grouped.setdefault(query, []).extend(rows)
         if current_lease() is None and then is None:
             async with self._cursor(pipeline=True) as cur:
-                await _send(cur, batches)
+                for query, rows in grouped.items():
+                    await cur.executemany(query, rows)
             return None
         # A run's store: fenced, so the rows commit only while its lease is its own, and
         # all together (still one round trip: the pipeline carries BEGIN and COMMIT too).
@@ -421,7 +381,8 @@ class PostgresCheckpointer(AsyncPostgresSaver):
         ):
             async with one_round_trip(cur.connection):  # a lost lease raises LeaseLost
                 await fence(cur)
-                await _send(cur, batches)
+                for query, rows in grouped.items():
+                    await cur.executemany(query, rows)
                 if then is not None:
                     await last.execute(*then)
             # received with the COMMIT: reading it inside the block would cost a trip

@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from app.db import before_images
-from app.db.checkpointer import TakenRows, held_for_commit
+from app.db.checkpointer import store_held
 from app.db.leases import fence
 from app.db.trips import finished_on_error
 from app.domain.errors import RuleViolation
@@ -113,12 +113,11 @@ async def _execute_write(
     tool_name, thread_id = record.tool_name, record.thread_id
     try:
         # The run's checkpoints wait for a reason to be stored; this is one. The one holding
-        # this write's tool call commits in the write's own transaction, so a crash after
-        # the commit resumes at that call and replays the recorded outcome, and a write
-        # whose steps cannot be stored is not made (app/db/checkpointer.py).
-        with held_for_commit() as steps:
-            async with pool.connection() as conn:
-                return await _once(conn, record, action, steps)
+        # this write's tool call must be durable before the effect commits (if it cannot be
+        # stored, nothing is written: app/db/checkpointer.py).
+        await store_held()
+        async with pool.connection() as conn:
+            return await _once(conn, record, action)
     except LeaseLost:
         raise  # another run holds the thread now: this one stops, nothing was written
     except PoolTimeout:  # no connection: nothing was sent
@@ -175,12 +174,9 @@ async def _outcome_after_broken_connection(
     return _ReadBack(True, WriteOutcome.recorded(bool(row["ok"]), str(row["outcome"])))
 
 
-async def _once(
-    conn: AsyncConnection[Any], record: _Record, action: WriteAction, steps: TakenRows
-) -> WriteOutcome:
+async def _once(conn: AsyncConnection[Any], record: _Record, action: WriteAction) -> WriteOutcome:
     """The write's transaction in three round trips and the action's own: BEGIN, the fence,
-    the run's held steps, the key's lock, the look-up of an earlier outcome and the
-    savepoint go out together (the steps before the savepoint: a refused rule keeps them);
+    the key's lock, the look-up of an earlier outcome and the savepoint go out together;
     the records of the outcome go out with the COMMIT. (psycopg's `transaction()` would
     send each of the first four alone, and the savepoint's release and the two inserts too:
     five more round trips a write, app/db/trips.py.)"""
@@ -188,7 +184,6 @@ async def _once(
         async with conn.pipeline():
             await conn.execute("BEGIN")
             await fence(conn)  # only while this run's claim on its thread is its own
-            await steps.send(conn)
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (record.key,)
             )

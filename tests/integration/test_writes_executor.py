@@ -9,7 +9,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from app.db import checkpointer
 from app.db.checkpointer import PostgresCheckpointer
 from app.db.writes import execute_write, recorded_outcome
 from app.domain.errors import RuleViolation
@@ -105,9 +104,8 @@ class TestExecuteWriteRecordsOutcomes:
     async def test_no_write_when_the_runs_held_checkpoints_cannot_be_stored(
         self, db: AsyncConnectionPool[Any], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Inside a run the checkpoint with the write's call is stored in the write's own
-        transaction; if it cannot be, the write does not run: the model gets the generic
-        error, nothing is recorded, and the steps are held for the next store."""
+        """Inside a run the checkpoint with the write's call is stored first; if it cannot
+        be, the write does not run: the model gets the generic error, nothing is recorded."""
         saver = PostgresCheckpointer(db)
         thread_id = f"held-{uuid.uuid4().hex}"
         config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
@@ -119,62 +117,21 @@ class TestExecuteWriteRecordsOutcomes:
             await insert_ticket(conn)
             return "done"
 
-        async def unreachable(cur: Any, batches: Any) -> None:
+        async def unreachable(self: PostgresCheckpointer, batches: Any) -> None:
             raise OSError("the database went away")
 
-        async with saver.held_until_needed() as held:
+        async with saver.held_until_needed():
             metadata: Any = {"source": "loop", "step": 1, "parents": {}}
             await saver.aput(config, empty_checkpoint(), metadata, {})
             with monkeypatch.context() as patch:
-                patch.setattr(checkpointer, "_send", unreachable)
+                patch.setattr(PostgresCheckpointer, "_execute", unreachable)
                 outcome = await run(db, "k1", action)
             assert (outcome.ok, outcome.text, ran) == (False, UNEXPECTED_FAILURE, [])
             assert await f.rows(db, "SELECT * FROM tool_executions") == []
             assert await f.rows(db, stored, thread_id) == []
-            assert len(held.batches) == 1  # the checkpoint, held again
-            outcome = await run(db, "k1", action)  # the database is back: stored and written
+            outcome = await run(db, "k1", action)  # the database is back: stored, then written
             assert (outcome.ok, ran) == (True, [True])
             assert len(await f.rows(db, stored, thread_id)) == 1
-            assert held.batches == []
-
-    async def test_held_checkpoints_commit_with_the_write_or_not_at_all(
-        self, db: AsyncConnectionPool[Any]
-    ) -> None:
-        """A write that fails after its action began rolls back the run's steps with it;
-        they stay held and are stored when the run ends. A refused rule keeps them: its
-        outcome is recorded, and the steps with it."""
-        saver = PostgresCheckpointer(db)
-        thread_id = f"held-{uuid.uuid4().hex}"
-        config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-        stored = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s"
-
-        async def broken(conn: AsyncConnection[Any]) -> str:
-            await insert_ticket(conn)
-            raise RuntimeError("the action broke halfway")
-
-        async def refused(conn: AsyncConnection[Any]) -> str:
-            await insert_ticket(conn)
-            raise RuleViolation("order is not pending")
-
-        metadata: Any = {"source": "loop", "step": 1, "parents": {}}
-        async with saver.held_until_needed() as held:
-            await saver.aput(config, empty_checkpoint(), metadata, {})
-            outcome = await run(db, "k1", broken)
-            assert (outcome.ok, outcome.text) == (False, UNEXPECTED_FAILURE)
-            assert await f.rows(db, stored, thread_id) == []
-            assert await f.rows(db, "SELECT * FROM handoff_tickets") == []
-            assert held.batches != []
-        assert len(await f.rows(db, stored, thread_id)) == 1  # stored as the block ended
-
-        other = f"held-{uuid.uuid4().hex}"
-        config = {"configurable": {"thread_id": other, "checkpoint_ns": ""}}
-        async with saver.held_until_needed() as held:
-            await saver.aput(config, empty_checkpoint(), metadata, {})
-            outcome = await run(db, "k2", refused)
-            assert (outcome.ok, outcome.text) == (False, "Error: order is not pending")
-            assert held.batches == []
-            assert len(await f.rows(db, stored, other)) == 1
-        assert await f.rows(db, "SELECT * FROM handoff_tickets") == []
 
 
 class TestExecuteWriteIsExactlyOnce:
