@@ -114,7 +114,10 @@ async def _execute_write(
     try:
         # The run's checkpoints wait for a reason to be stored; this is one. The one holding
         # this write's tool call must be durable before the effect commits (if it cannot be
-        # stored, nothing is written: app/db/checkpointer.py).
+        # stored, nothing is written: app/db/checkpointer.py). In a transaction of its own,
+        # not the write's: a process that dies while the write waits (a row lock, a slow
+        # action) must leave the call stored, for the thread's next claim to finish it
+        # (tests/faults/test_dead_runs.py); inside the write's it would roll back with it.
         await store_held()
         async with pool.connection() as conn:
             return await _once(conn, record, action)

@@ -146,10 +146,13 @@ def log_json(value: Any) -> bytes | str:
 # thread's next claim to finish what it left), and the run is abandoned. A lease a process
 # is renewing at this moment is skipped, not waited for.
 ABANDON_DEAD = """WITH dead AS (
-        SELECT thread_id, run_id FROM thread_leases
-        WHERE run_id IS NOT NULL
-          AND expires_at < clock_timestamp() - make_interval(secs => %(grace_s)s)
-        FOR UPDATE SKIP LOCKED
+        -- from the running runs (runs_running, a few rows): no index on the leases' expiry,
+        -- so a claim, renewal or release updates a lease in place (migration 0028)
+        SELECT l.thread_id, l.run_id FROM runs r
+        JOIN thread_leases l ON l.thread_id = r.thread_id AND l.run_id = r.run_id
+        WHERE r.status = 'running'
+          AND l.expires_at < clock_timestamp() - make_interval(secs => %(grace_s)s)
+        FOR UPDATE OF l SKIP LOCKED
     ), freed AS (
         UPDATE thread_leases l SET run_id = NULL, dead_run = dead.run_id
         FROM dead WHERE l.thread_id = dead.thread_id

@@ -320,6 +320,38 @@ class TestFencing:
         thread, _, lost = await watched_claim(leases)
         await expire(pool, thread)
         async with pool.connection() as conn:  # the poller's sweep of dead runs
+            await conn.execute(
+                "INSERT INTO runs (run_id, thread_id, status) VALUES ('run-1', %s, 'running')",
+                (thread,),
+            )
             await conn.execute(ABANDON_DEAD, {"grace_s": 0})
         await leases.renew()
         assert lost == [thread]
+
+
+LEASE_COUNTS = (
+    "SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
+    " WHERE relname = 'thread_leases'"
+)
+
+
+async def test_a_lease_is_claimed_and_released_in_place(pool: AsyncConnectionPool[Any]) -> None:
+    """No index covers what a claim or a release changes (migration 0028), so each is a
+    HOT update: no new index entries, the dead version pruned on its page."""
+    thread = new_thread()
+    async with pool.connection() as conn, conn.transaction():
+        # a backend's pending counts may hold earlier transactions' until flushed: a delta
+        before = await (await conn.execute(LEASE_COUNTS)).fetchone()
+        for run in ("run-1", "run-2"):
+            claimed = await conn.execute(
+                "SELECT generation FROM cs_claim_thread(%s, 'test', %s, 5000)", (thread, run)
+            )
+            row = await claimed.fetchone()
+            assert row is not None and row["generation"] is not None
+            await conn.execute("SELECT cs_release_thread(%s, %s)", (thread, row["generation"]))
+        after = await (await conn.execute(LEASE_COUNTS)).fetchone()
+    assert before is not None and after is not None
+    inserted, updated, hot = (
+        after[k] - before[k] for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd")
+    )
+    assert (inserted, updated, hot) == (1, 3, 3)

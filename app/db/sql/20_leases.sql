@@ -70,9 +70,8 @@ BEGIN
         RAISE EXCEPTION 'the thread lease was lost' USING ERRCODE = 'CSL01';
     END IF;
     -- Renewed only once a third of the TTL has gone by (the heartbeat's pace): a turn's
-    -- fences otherwise each rewrote the row, and as `expires_at` is indexed
-    -- (thread_leases_held) every rewrite was a new row version in each index. The lock
-    -- alone is a few bytes of WAL.
+    -- fences otherwise each rewrote the row, a new row version and its WAL each time.
+    -- The lock alone is a few bytes of WAL.
     IF until < clock_timestamp() + make_interval(secs => p_ttl_ms * 2 / 3000.0) THEN
         UPDATE thread_leases l
         SET expires_at = clock_timestamp() + make_interval(secs => p_ttl_ms / 1000.0)
