@@ -404,7 +404,40 @@ def _workers(p: dict[str, Any] | None) -> list[str]:
             f" **{median(ratios):.2f}x** (aim: at least {TARGET_SPEEDUP}x on 2 cores; the"
             " load generator, the model server and Postgres share the same two cores).",
         ]
-    return [*lines, ""]
+    return [*lines, *_where_cpu_went(two, one, int(p.get("cores") or 2)), ""]
+
+
+def _where_cpu_went(two: list[dict[str, Any]], one: list[dict[str, Any]], cores: int) -> list[str]:
+    """The median CPU a turn cost each process, and the ceilings it sets on this machine:
+    two workers can go no faster than the machine's cores over every process's CPU; one
+    worker no faster than one core over the service's."""
+    twos = [r["cpu_ms_per_turn"] for r in two if "cpu_ms_per_turn" in r]
+    ones = [r["cpu_ms_per_turn"] for r in one if "cpu_ms_per_turn" in r]
+    if not twos or not ones:
+        return []
+    names = ("service", "postgres", "model", "load generator", "other", "machine")
+
+    def cells(runs: list[dict[str, float]]) -> str:
+        return " | ".join(fmt(median([r[n] for r in runs]), 1) for n in names)
+
+    machine_2 = median([r["machine"] for r in twos])
+    service_1 = median([r["service"] for r in ones])
+    return [
+        "",
+        "CPU per turn by process, ms (medians of the runs; `other`: the idle service of the"
+        " other run, the kernel, the rest):",
+        "",
+        "| | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+        f"| 2 workers | {cells(twos)} |",
+        f"| 1 worker | {cells(ones)} |",
+        "",
+        f"The ceilings these set: 2 workers at most {cores} x 1,000 / {machine_2:.1f} ="
+        f" {cores * 1000 / machine_2:.0f} turns/s (the machine's cores over all it spends a"
+        f" turn); 1 worker at most 1,000 / {service_1:.1f} = {1000 / service_1:.0f} turns/s"
+        " (one core over the service's share): a ratio of at most"
+        f" {cores * service_1 / machine_2:.2f}x here.",
+    ]
 
 
 def targets(s: dict[str, Any]) -> list[str]:

@@ -364,6 +364,21 @@ def worker_cpu(supervisor: int) -> dict[int, float]:
     return found
 
 
+def cpu_per_turn(run: dict[str, Any], service_name: str, model_name: str) -> dict[str, float]:
+    """Where a turn's CPU went on the machine, in ms: the service, Postgres, the scripted
+    model, the load generator and the rest (the other service idling, the system)."""
+    cpu, ok = run["cpu"], max(run["ok"], 1)
+    parts = {
+        "service": cpu.get(service_name, 0.0),
+        "postgres": cpu.get("postgres", 0.0),
+        "model": cpu.get(model_name, 0.0),
+        "load generator": cpu.get("client", 0.0),
+        "other": cpu.get("other", 0.0),
+        "machine": cpu.get("machine", 0.0),
+    }
+    return {name: 1000 * seconds / ok for name, seconds in parts.items()}
+
+
 def part_workers(bench: Bench, cluster: Cluster) -> dict[str, Any]:
     plan = bench.plan
     customers, total = 32, plan.scale_worker_turns
@@ -388,7 +403,8 @@ def part_workers(bench: Bench, cluster: Cluster) -> dict[str, Any]:
         args += ["--secret", JWT_SECRET, "--customers", str(customers)]
         args += ["--total-turns", str(turns), "--turns", "3", "--tag", f"sw{count[0]}"]
         label = f"scale-workers-{workers}w-{count[0]}"
-        raw = bench.client("benchmarks.loadgen", args, [names[workers]], label)
+        watch = [names[workers], "model@scale-workers"]
+        raw = bench.client("benchmarks.loadgen", args, watch, label)
         return summary.load_run(raw, server=names[workers])
 
     try:
@@ -412,13 +428,14 @@ def part_workers(bench: Bench, cluster: Cluster) -> dict[str, Any]:
                     "machine_busy": run["cpu"].get("machine", 0.0)
                     / max(run["cpu"].get("elapsed", 1.0), 1e-9)
                     / machine.cores(),
+                    "cpu_ms_per_turn": cpu_per_turn(run, names[w], "model@scale-workers"),
                 }
                 runs[str(w)].append(entry)
                 shares = " / ".join(f"{s / spent:.0%}" for s in entry["worker_cpu_s"])
                 log(f"  {w} worker(s): {entry['turns_per_s']:.1f} turns/s, CPU shares {shares}")
     finally:
         bench.stop(*names.values(), "model@scale-workers")
-    return {"customers": customers, "turns": total, "runs": runs}
+    return {"customers": customers, "turns": total, "runs": runs, "cores": machine.cores()}
 
 
 # --- the section --------------------------------------------------------------------------
