@@ -235,22 +235,20 @@ class _Live:
     def snapshot(self) -> Snapshot:
         return snapshot(self.conn, self.postmaster)
 
-    def vacuum(self) -> None:
+    def vacuum(self) -> float:
         """What the batch left for vacuum, vacuumed now, inside the window: autovacuum is
         off while the part runs, so each system pays for its own dead rows and index
-        entries, and no system's vacuum lands in another's window."""
+        entries, and no system's vacuum lands in another's window. Returns the cluster's
+        CPU seconds meanwhile."""
+        cpu0 = cluster_cpu_s(self.postmaster)
         self.conn.execute("VACUUM")
+        return cluster_cpu_s(self.postmaster) - cpu0
 
     def weigh_empty_vacuum(self) -> None:
         """A VACUUM's fixed part (every table and catalog opened, their visibility maps
         read), the median of three with nothing to do: subtracted from each batch, whose
         VACUUM counts only for the work its turns left."""
-        costs = []
-        for _ in range(3):
-            cpu0 = cluster_cpu_s(self.postmaster)
-            self.vacuum()
-            costs.append(cluster_cpu_s(self.postmaster) - cpu0)
-        self.empty_vacuum_s = sorted(costs)[1]
+        self.empty_vacuum_s = sorted(self.vacuum() for _ in range(3))[1]
 
 
 def _chunks(pairs: list[tuple[str, str]], rounds: int) -> list[list[tuple[str, str]]]:
@@ -313,7 +311,8 @@ async def measure(
                     per_round[r][kind][one.system.name] = entry["cpu_ms"]
                     log(
                         f"  round {r + 1}/{rounds} {one.system.name:5s} {kind:5s}"
-                        f" {entry['turns']} turns: Postgres {entry['cpu_ms']:.2f} ms CPU,"
+                        f" {entry['turns']} turns: Postgres {entry['cpu_ms']:.2f} ms CPU"
+                        f" ({entry['vacuum_ms']:.2f} of it the VACUUM),"
                         f" {entry['statements']:.1f} statements, {entry['wal_bytes']:.0f} WAL"
                         f" bytes per turn ({entry['errors']} failed)"
                     )
@@ -360,7 +359,7 @@ async def _batch(
     done = await batch(turn, len(pairs), concurrency)
     busy_s = time.monotonic() - started
     await asyncio.sleep(SETTLE_S)
-    one.vacuum()
+    vacuum_s = one.vacuum() - one.empty_vacuum_s
     end = one.snapshot()
     await asyncio.sleep(QUIET_S)
     after = one.snapshot()
@@ -368,6 +367,7 @@ async def _batch(
     window = Delta.between(before, end).minus_idle(idle)
     window.cpu_s -= one.empty_vacuum_s
     entry = window.per_turn(len(ok))
+    entry["vacuum_ms"] = 1000 * max(vacuum_s, 0.0) / max(len(ok), 1)
     tables = Delta.between(before, after).minus_idle(idle).per_turn(len(ok))
     entry["nonhot"], entry["inserts"] = tables["nonhot"], tables["inserts"]
     entry["errors"] = len(done) - len(ok)
@@ -393,6 +393,7 @@ def _summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
         "turns": turns,
         "cpu_ms": mean("cpu_ms"),
         "cpu_ms_rounds": [e["cpu_ms"] for e in entries],
+        "vacuum_ms": mean("vacuum_ms"),
         "exec_ms": mean("exec_ms"),
         "statements": mean("statements"),
         "wal_bytes": mean("wal_bytes"),

@@ -127,6 +127,7 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
 
     lines += [
         row("**Postgres CPU, ms**", "cpu_ms", 2),
+        *([row("of which the batch's VACUUM, ms", "vacuum_ms", 2)] if _vacuumed(k) else []),
         row("statement time (pg_stat_statements), ms", "exec_ms", 2),
         row("statements (BEGIN/COMMIT included)", "statements", 1),
         row("WAL bytes", "wal_bytes", 0),
@@ -177,6 +178,10 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
             )
         lines.append("")
     return lines
+
+
+def _vacuumed(k: dict[Any, dict[str, Any]]) -> bool:
+    return all("vacuum_ms" in entry for entry in k.values())
 
 
 def _rounds_text(p: dict[str, Any]) -> str:
@@ -409,8 +414,8 @@ def _workers(p: dict[str, Any] | None) -> list[str]:
 
 def _where_cpu_went(two: list[dict[str, Any]], one: list[dict[str, Any]], cores: int) -> list[str]:
     """The median CPU a turn cost each process, and the ceilings it sets on this machine:
-    two workers can go no faster than the machine's cores over every process's CPU; one
-    worker no faster than one core over the service's."""
+    two workers go no faster than the machine's cores allow with every process's share;
+    one worker no faster than one core over the service's share."""
     twos = [r["cpu_ms_per_turn"] for r in two if "cpu_ms_per_turn" in r]
     ones = [r["cpu_ms_per_turn"] for r in one if "cpu_ms_per_turn" in r]
     if not twos or not ones:
@@ -420,23 +425,25 @@ def _where_cpu_went(two: list[dict[str, Any]], one: list[dict[str, Any]], cores:
     def cells(runs: list[dict[str, float]]) -> str:
         return " | ".join(fmt(median([r[n] for r in runs]), 1) for n in names)
 
-    machine_2 = median([r["machine"] for r in twos])
+    # the turns/s the 2-worker runs would reach with the machine 100% busy
+    full = median([r["turns_per_s"] / r["machine_busy"] for r in two if r["machine_busy"]])
     service_1 = median([r["service"] for r in ones])
     return [
         "",
-        "CPU per turn by process, ms (medians of the runs; `other`: the idle service of the"
-        " other run, the kernel, the rest):",
+        "CPU per turn by process, ms (medians of the runs, over the load generator's whole"
+        " run, its start and end included; `other`: the idle service of the other run, the"
+        " kernel, the rest):",
         "",
         "| | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
         f"| 2 workers | {cells(twos)} |",
         f"| 1 worker | {cells(ones)} |",
         "",
-        f"The ceilings these set: 2 workers at most {cores} x 1,000 / {machine_2:.1f} ="
-        f" {cores * 1000 / machine_2:.0f} turns/s (the machine's cores over all it spends a"
-        f" turn); 1 worker at most 1,000 / {service_1:.1f} = {1000 / service_1:.0f} turns/s"
-        " (one core over the service's share): a ratio of at most"
-        f" {cores * service_1 / machine_2:.2f}x here.",
+        f"The ceilings these set on {cores} cores: 2 workers at most about {full:.0f} turns/s"
+        " (each run's turns/s over how busy the machine was); 1 worker at most 1,000 /"
+        f" {service_1:.1f} = {1000 / service_1:.0f} turns/s (one core over the service's"
+        f" share): a ratio of at most about {full * service_1 / 1000:.2f}x while the load"
+        " generator, the model and Postgres take their share of the same cores.",
     ]
 
 

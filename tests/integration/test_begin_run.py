@@ -18,7 +18,7 @@ from app.fencing import Lease
 from app.metrics import Metrics
 from app.runs.limits import PostGate
 from app.runs.repository import RunRepository
-from app.runs.statements import Begun
+from app.runs.statements import BEGIN_RUN, CLOSE_RUN, Begun, close_params
 from tests.integration.test_checkpointer import run_to_interrupt
 
 OWNER = "test-owner"
@@ -389,3 +389,58 @@ async def test_a_new_thread_is_stored_pinned_in_one_row_version(
     assert before is not None and after is not None
     delta = (after["n_tup_ins"] - before["n_tup_ins"], after["n_tup_upd"] - before["n_tup_upd"])
     assert delta == (1, 0)
+
+
+HOT_COUNTS = """SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+    WHERE relname IN ('threads', 'thread_leases')"""
+
+
+async def test_two_turns_update_their_thread_and_lease_in_place(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    """Each run's opening and closing statements, twice on one new thread: the thread and
+    its lease are inserted once, and every update of them is a HOT update (migration 0028:
+    no index covers a column they change, and their pages keep room)."""
+    thread = new_thread()
+
+    async def counts(conn: psycopg.AsyncConnection[Any]) -> dict[str, tuple[int, int, int]]:
+        rows = await (await conn.execute(HOT_COUNTS)).fetchall()
+        return {r["relname"]: (r["n_tup_ins"], r["n_tup_upd"], r["n_tup_hot_upd"]) for r in rows}
+
+    async with pool.connection() as conn, conn.transaction():
+        # a backend's pending counts may hold earlier transactions' until flushed: a delta
+        before = await counts(conn)
+        for turn in range(2):
+            run_id = f"run-{uuid.uuid4().hex}"
+            cur = await conn.execute(
+                BEGIN_RUN,
+                {
+                    "thread_id": thread,
+                    "user_id": thread.split(":")[0],
+                    "session_id": thread.split(":")[1],
+                    "owner": OWNER,
+                    "run_id": run_id,
+                    "ttl_ms": TTL_MS,
+                    "client_message_id": f"m-{turn}",
+                    "rate_key": None,
+                    "interval_s": 1.0,
+                    "window_s": 1.0,
+                    "budget": 0,
+                },
+            )
+            begun = await cur.fetchone()
+            assert begun is not None and begun["status"] == "started"
+            lease = Lease(thread, begun["generation"], run_id, TTL_MS)
+            result = {"status": "completed", "usage": {}}
+            params = close_params(
+                run_id, thread, "completed", result, "a title", 2, None, lease, None, None
+            )
+            await conn.execute(CLOSE_RUN, {**params, "ttft_ms": 5})
+        after = await counts(conn)
+    zero = (0, 0, 0)
+    delta = {
+        t: tuple(a - b for a, b in zip(n, before.get(t, zero), strict=True))
+        for t, n in after.items()
+    }
+    # (inserted, updated, of them HOT): the lease is claimed again and released twice
+    assert delta == {"threads": (1, 2, 2), "thread_leases": (1, 3, 3)}
