@@ -111,7 +111,7 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
         " on CPU (/proc/<pid>/schedstat, ns) of every process of the"
         " private cluster (backends, exited ones included, WAL writer, checkpointer,"
         " autovacuum when it runs), from the batch's start to 0.5 s after its end"
-        f"{_vacuum_text(p)} (non-HOT"
+        " (non-HOT"
         " updates and inserts: after 11.5 s more, once every backend flushed its counters);"
         " *statement time* is"
         " `pg_stat_statements` total_exec_time. WAL bytes are `pg_current_wal_lsn` differences"
@@ -127,7 +127,6 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
 
     lines += [
         row("**Postgres CPU, ms**", "cpu_ms", 2),
-        *([row("of which the batch's VACUUM, ms", "vacuum_ms", 2)] if _vacuumed(k) else []),
         row("statement time (pg_stat_statements), ms", "exec_ms", 2),
         row("statements (BEGIN/COMMIT included)", "statements", 1),
         row("WAL bytes", "wal_bytes", 0),
@@ -180,10 +179,6 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _vacuumed(k: dict[Any, dict[str, Any]]) -> bool:
-    return all("vacuum_ms" in entry for entry in k.values())
-
-
 def _rounds_text(p: dict[str, Any]) -> str:
     n = len(p.get("rounds") or [])
     if n < 2:
@@ -191,16 +186,6 @@ def _rounds_text(p: dict[str, Any]) -> str:
     return (
         f", in {n} rounds: each round runs every kind of turn on both systems, one after the"
         " other, the first system alternating, each round on threads and orders of its own"
-    )
-
-
-def _vacuum_text(p: dict[str, Any]) -> str:
-    if "rounds" not in p:
-        return ""
-    return (
-        ", with the VACUUM of its database that ends the window (autovacuum off while the"
-        " part runs, so each system pays for its own dead rows, in its own window; a VACUUM's"
-        " fixed cost, measured with nothing to do, is subtracted)"
     )
 
 

@@ -191,27 +191,22 @@ def part_pg(bench: Bench, cluster: Cluster) -> dict[str, Any]:
         pg_share.System("ours", service(bench, "scale-ours", ours_db, model_url, env, 1), ours_db),
         pg_share.System("peer", peer(bench, peer_db, model_url), peer_db),
     ]
-    with psycopg.connect(cluster.pg.admin_url, autocommit=True) as admin:
-        admin.execute("ALTER SYSTEM SET autovacuum = off")  # each batch vacuums its own
-        admin.execute("SELECT pg_reload_conf()")
-        try:
-            result |= asyncio.run(
-                pg_share.measure(
-                    systems,
-                    cluster.postmaster,
-                    JWT_SECRET,
-                    pairs["read"],
-                    pairs["write"],
-                    plan.scale_pg_concurrency,
-                    warmup,
-                    plan.scale_pg_rounds,
-                    log,
-                )
+    try:
+        result |= asyncio.run(
+            pg_share.measure(
+                systems,
+                cluster.postmaster,
+                JWT_SECRET,
+                pairs["read"],
+                pairs["write"],
+                plan.scale_pg_concurrency,
+                warmup,
+                plan.scale_pg_rounds,
+                log,
             )
-        finally:
-            bench.stop("scale-ours", "scale-peer", "model@scale-pg")
-            admin.execute("ALTER SYSTEM RESET autovacuum")
-            admin.execute("SELECT pg_reload_conf()")
+        )
+    finally:
+        bench.stop("scale-ours", "scale-peer", "model@scale-pg")
     return result
 
 
