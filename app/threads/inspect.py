@@ -20,6 +20,8 @@ from app.runs.repository import RunRepository
 from app.threads.archive import PgTranscriptArchive
 from app.turn import Turn, current_turn
 
+HISTORY_PAGE = 16  # checkpoints a page: a turn is 3 to 5
+
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
     configurable: dict[str, Any] = {"thread_id": thread_id}
@@ -167,6 +169,25 @@ class ThreadInspector:
         next_cursor = items[limit - 1]["checkpoint_id"] if len(items) > limit else None
         return {"items": items[:limit], "next_cursor": next_cursor}
 
+    async def _history(self, thread_id: str) -> AsyncIterator[StateSnapshot]:
+        """The thread's checkpoints, newest first, a page at a time. Upstream's history
+        reads every checkpoint with its whole state in one query: finding the last message
+        of a 200-turn thread read all 1,000 states (1.4 s; 11 s at 320 turns on a busy
+        machine, where the fuzzer found it), though it stops a few checkpoints back."""
+        before: RunnableConfig | None = None
+        while True:
+            page = [
+                snap
+                async for snap in self.graph.aget_state_history(
+                    _config(thread_id), before=before, limit=HISTORY_PAGE
+                )
+            ]
+            for snap in page:
+                yield snap
+            if len(page) < HISTORY_PAGE:
+                return
+            before = page[-1].config
+
     async def _checkpoint_before_message(self, thread_id: str, message_id: str) -> str | None:
         """The newest checkpoint on the thread's current branch whose messages do not yet hold
         `message_id`; None when the message is only on an older branch (a rewind already took
@@ -174,7 +195,7 @@ class ThreadInspector:
         turns after it)."""
         on_branch: str | None = None  # the next checkpoint of the current branch, newest first
         seen_on_branch = seen_elsewhere = False
-        async for snap in self.graph.aget_state_history(_config(thread_id)):
+        async for snap in self._history(thread_id):
             cid = _checkpoint_id(snap.config)
             if on_branch is None and not seen_on_branch:
                 on_branch = cid  # the newest checkpoint is the head

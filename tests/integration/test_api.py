@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from app.config import Settings
 from app.db.checkpointer import PostgresCheckpointer
 from app.runs.repository import RunRepository
+from app.threads.inspect import HISTORY_PAGE
 from tests.fakellm import Latency, Reply, Script, ScriptedModelServer
 from tests.integration.agent_harness import fetch_one, load_small_shop
 from tests.integration.api_harness import LiveServer, live_server
@@ -406,6 +407,24 @@ class TestRewind:
             item["last_message"] and item["last_message"]["content"] == "answer two"
             for item in history
         )
+
+    async def test_rewind_finds_a_message_pages_back_in_history(
+        self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
+    ) -> None:
+        # History is read a page of HISTORY_PAGE checkpoints at a time (a turn is 3 to 5):
+        # the first message of a longer thread is found on a later page.
+        h = server.headers(NOAH)
+        texts = [f"message {i}" for i in range(HISTORY_PAGE)]  # 3 checkpoints a turn
+        for text in texts:
+            model_server.use(hello(f"answer to {text}"))
+            await client.post("/threads/pages/messages", json={"content": text}, headers=h)
+        history = (await client.get("/threads/pages/history?limit=200", headers=h)).json()
+        assert len(history["items"]) > 2 * HISTORY_PAGE
+        state = (await client.get("/threads/pages/state", headers=h)).json()
+        second = [m for m in state["messages"] if m["role"] == "user"][1]
+        r = await client.post("/threads/pages/rewind", json={"message_id": second["id"]}, headers=h)
+        assert r.status_code == 200
+        assert [m["content"] for m in r.json()["messages"]] == ["message 0", "answer to message 0"]
 
     async def test_rewind_by_checkpoint_id(
         self, client: httpx.AsyncClient, server: LiveServer, model_server: ScriptedModelServer
