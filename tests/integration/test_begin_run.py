@@ -345,7 +345,48 @@ async def fenced_commit(pool: AsyncConnectionPool[Any], lease: Lease) -> bool:
     return True
 
 
-COUNTS = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'threads'"
+async def row_counts(
+    conn: psycopg.AsyncConnection[Any], *tables: str
+) -> dict[str, tuple[int, int, int]]:
+    """(inserted, updated, of them HOT) per table, as this transaction's statistics have
+    them. A backend's pending counts may hold earlier transactions' until flushed: compare
+    two readings, never one."""
+    cur = await conn.execute(
+        "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
+        " WHERE relname = ANY(%s)",
+        (list(tables),),
+    )
+    return {
+        r["relname"]: (r["n_tup_ins"], r["n_tup_upd"], r["n_tup_hot_upd"])
+        for r in await cur.fetchall()
+    }
+
+
+def counted(
+    before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]
+) -> dict[str, tuple[int, ...]]:
+    zero = (0, 0, 0)
+    return {
+        t: tuple(a - b for a, b in zip(n, before.get(t, zero), strict=True))
+        for t, n in after.items()
+    }
+
+
+def begin_params(thread: str, run_id: str, client_message_id: str | None) -> dict[str, Any]:
+    """BEGIN_RUN's parameters for a run with no rate limit and no budget."""
+    return {
+        "thread_id": thread,
+        "user_id": thread.split(":")[0],
+        "session_id": thread.split(":")[1],
+        "owner": OWNER,
+        "run_id": run_id,
+        "ttl_ms": TTL_MS,
+        "client_message_id": client_message_id,
+        "rate_key": None,
+        "interval_s": 1.0,
+        "window_s": 1.0,
+        "budget": 0,
+    }
 
 
 async def test_a_new_thread_is_stored_pinned_in_one_row_version(
@@ -353,32 +394,11 @@ async def test_a_new_thread_is_stored_pinned_in_one_row_version(
 ) -> None:
     # Inserted with its policy version, not inserted and then updated (a row version more).
     thread = new_thread()
-    params = {
-        "thread_id": thread,
-        "user_id": "pin-user",
-        "session_id": thread,
-        "owner": "test",
-        "run_id": f"run-{uuid.uuid4().hex}",
-        "ttl_ms": 15000,
-        "client_message_id": None,
-        "rate_key": None,
-        "interval_s": 1.0,
-        "window_s": 1.0,
-        "budget": 0,
-    }
     async with pool.connection() as conn, conn.transaction():
-        # a backend's pending counts may hold earlier transactions' until flushed: a delta
-        cur = await conn.execute(COUNTS)
-        before = await cur.fetchone()
-        cur = await conn.execute(
-            "SELECT status, policy_version FROM cs_begin_run(%(thread_id)s, %(user_id)s,"
-            " %(session_id)s, %(owner)s, %(run_id)s, %(ttl_ms)s, %(client_message_id)s,"
-            " %(rate_key)s, %(interval_s)s::float8, %(window_s)s::float8, %(budget)s::bigint)",
-            params,
-        )
+        before = await row_counts(conn, "threads")
+        cur = await conn.execute(BEGIN_RUN, begin_params(thread, f"run-{uuid.uuid4().hex}", None))
         begun = await cur.fetchone()
-        cur = await conn.execute(COUNTS)
-        after = await cur.fetchone()
+        after = await row_counts(conn, "threads")
         cur = await conn.execute(
             "SELECT policy_version FROM threads WHERE thread_id = %s", (thread,)
         )
@@ -386,13 +406,8 @@ async def test_a_new_thread_is_stored_pinned_in_one_row_version(
     assert begun is not None and begun["status"] == "started"
     assert begun["policy_version"] is not None  # a live version pins it
     assert stored is not None and stored["policy_version"] == begun["policy_version"]
-    assert before is not None and after is not None
-    delta = (after["n_tup_ins"] - before["n_tup_ins"], after["n_tup_upd"] - before["n_tup_upd"])
-    assert delta == (1, 0)
-
-
-HOT_COUNTS = """SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
-    WHERE relname IN ('threads', 'thread_leases')"""
+    inserted, updated, _ = counted(before, after)["threads"]
+    assert (inserted, updated) == (1, 0)
 
 
 async def test_two_turns_update_their_thread_and_lease_in_place(
@@ -402,32 +417,11 @@ async def test_two_turns_update_their_thread_and_lease_in_place(
     its lease are inserted once, and every update of them is a HOT update (migration 0028:
     no index covers a column they change, and their pages keep room)."""
     thread = new_thread()
-
-    async def counts(conn: psycopg.AsyncConnection[Any]) -> dict[str, tuple[int, int, int]]:
-        rows = await (await conn.execute(HOT_COUNTS)).fetchall()
-        return {r["relname"]: (r["n_tup_ins"], r["n_tup_upd"], r["n_tup_hot_upd"]) for r in rows}
-
     async with pool.connection() as conn, conn.transaction():
-        # a backend's pending counts may hold earlier transactions' until flushed: a delta
-        before = await counts(conn)
+        before = await row_counts(conn, "threads", "thread_leases")
         for turn in range(2):
             run_id = f"run-{uuid.uuid4().hex}"
-            cur = await conn.execute(
-                BEGIN_RUN,
-                {
-                    "thread_id": thread,
-                    "user_id": thread.split(":")[0],
-                    "session_id": thread.split(":")[1],
-                    "owner": OWNER,
-                    "run_id": run_id,
-                    "ttl_ms": TTL_MS,
-                    "client_message_id": f"m-{turn}",
-                    "rate_key": None,
-                    "interval_s": 1.0,
-                    "window_s": 1.0,
-                    "budget": 0,
-                },
-            )
+            cur = await conn.execute(BEGIN_RUN, begin_params(thread, run_id, f"m-{turn}"))
             begun = await cur.fetchone()
             assert begun is not None and begun["status"] == "started"
             lease = Lease(thread, begun["generation"], run_id, TTL_MS)
@@ -436,11 +430,6 @@ async def test_two_turns_update_their_thread_and_lease_in_place(
                 run_id, thread, "completed", result, "a title", 2, None, lease, None, None
             )
             await conn.execute(CLOSE_RUN, {**params, "ttft_ms": 5})
-        after = await counts(conn)
-    zero = (0, 0, 0)
-    delta = {
-        t: tuple(a - b for a, b in zip(n, before.get(t, zero), strict=True))
-        for t, n in after.items()
-    }
+        after = await row_counts(conn, "threads", "thread_leases")
     # (inserted, updated, of them HOT): the lease is claimed again and released twice
-    assert delta == {"threads": (1, 2, 2), "thread_leases": (1, 3, 3)}
+    assert counted(before, after) == {"threads": (1, 2, 2), "thread_leases": (1, 3, 3)}

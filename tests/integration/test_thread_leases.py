@@ -18,6 +18,7 @@ from app.fencing import LeaseLost
 from app.runs.leases import Claim, ThreadLeases
 from app.runs.statements import ABANDON_DEAD
 from app.turn import Turn, current_turn
+from tests.integration.test_begin_run import counted, row_counts
 
 
 @pytest.fixture
@@ -329,19 +330,12 @@ class TestFencing:
         assert lost == [thread]
 
 
-LEASE_COUNTS = (
-    "SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
-    " WHERE relname = 'thread_leases'"
-)
-
-
 async def test_a_lease_is_claimed_and_released_in_place(pool: AsyncConnectionPool[Any]) -> None:
     """No index covers what a claim or a release changes (migration 0028), so each is a
     HOT update: no new index entries, the dead version pruned on its page."""
     thread = new_thread()
     async with pool.connection() as conn, conn.transaction():
-        # a backend's pending counts may hold earlier transactions' until flushed: a delta
-        before = await (await conn.execute(LEASE_COUNTS)).fetchone()
+        before = await row_counts(conn, "thread_leases")
         for run in ("run-1", "run-2"):
             claimed = await conn.execute(
                 "SELECT generation FROM cs_claim_thread(%s, 'test', %s, 5000)", (thread, run)
@@ -349,9 +343,5 @@ async def test_a_lease_is_claimed_and_released_in_place(pool: AsyncConnectionPoo
             row = await claimed.fetchone()
             assert row is not None and row["generation"] is not None
             await conn.execute("SELECT cs_release_thread(%s, %s)", (thread, row["generation"]))
-        after = await (await conn.execute(LEASE_COUNTS)).fetchone()
-    assert before is not None and after is not None
-    inserted, updated, hot = (
-        after[k] - before[k] for k in ("n_tup_ins", "n_tup_upd", "n_tup_hot_upd")
-    )
-    assert (inserted, updated, hot) == (1, 3, 3)
+        after = await row_counts(conn, "thread_leases")
+    assert counted(before, after)["thread_leases"] == (1, 3, 3)
