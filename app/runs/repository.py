@@ -16,6 +16,7 @@ from app.runs.statements import (
     ABANDON_DEAD,
     BEGIN_RUN,
     CLOSE_RUN,
+    CLOSE_RUN_HANDOFF,
     EVENTS,
     LATEST_CHECKPOINT,
     LOGS_AFTER,
@@ -250,11 +251,12 @@ class RunRepository:
             run_id, thread_id, status, result, title, added, events, lease, user_id, handoff
         )
         params["ttft_ms"] = ttft_ms
+        query = CLOSE_RUN if handoff is None else CLOSE_RUN_HANDOFF
         if held is not None and held.batches:
-            row = await held.store_then(CLOSE_RUN, params)
+            row = await held.store_then(query, params)
         else:
             async with self.pool.connection() as conn:
-                row = await (await conn.execute(CLOSE_RUN, params)).fetchone()
+                row = await (await conn.execute(query, params)).fetchone()
         checkpoint_id = row["checkpoint_id"] if row else None
         return str(checkpoint_id) if checkpoint_id else None
 

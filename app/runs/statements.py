@@ -25,7 +25,7 @@ BEGIN_RUN = """SELECT * FROM cs_begin_run(%(thread_id)s, %(user_id)s, %(session_
     %(owner)s, %(run_id)s, %(ttl_ms)s, %(client_message_id)s, %(rate_key)s,
     %(interval_s)s::float8, %(window_s)s::float8, %(budget)s::bigint)"""
 
-CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
+_CLOSE_RECORD = f"""WITH latest AS ({LATEST_CHECKPOINT}),
     -- the first close of the run: only it counts the run's messages and tokens
     prev AS (SELECT coalesce((SELECT result IS NULL FROM runs WHERE run_id = %(run_id)s),
                              false) AS fresh),
@@ -56,7 +56,17 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
         WHERE %(user_id)s::text IS NOT NULL AND %(tokens)s::bigint > 0
           AND (SELECT fresh FROM prev)
         ON CONFLICT (user_id, day) DO UPDATE SET tokens = u.tokens + EXCLUDED.tokens
-    ), before AS (SELECT control FROM thread_leases WHERE thread_id = %(thread_id)s
+    ),"""
+
+# The release when the run handed nothing over: the lease freed if it is still this run's.
+_RELEASE = """ released AS (
+        UPDATE thread_leases SET run_id = NULL, expires_at = clock_timestamp()
+        WHERE thread_id = %(thread_id)s AND generation = %(generation)s::bigint
+          AND run_id = %(lease_run)s::text
+"""
+
+# The release of a run that handed the thread over to a person.
+_RELEASE_HANDOFF = """ before AS (SELECT control FROM thread_leases WHERE thread_id = %(thread_id)s
     ), released AS (
         -- the release, and a handoff the run made: the thread then waits for a person
         -- (migration 0011; one UPDATE, as a row is changed once per statement). A handoff
@@ -91,15 +101,23 @@ CLOSE_RUN = f"""WITH latest AS ({LATEST_CHECKPOINT}),
             'thread_id', %(thread_id)s, 'state', 'queued', 'version', h.control_version,
             'summary', h.control_summary, 'reason', %(reason)s::text)
         FROM handoff h
-    ), tailed AS (
+"""
+
+_CLOSE_END = """    ), tailed AS (
         -- a reader on another replica follows the run (app/runs/logs.py): wake it for
         -- `done` (the snapshot is the one before `run` clears the request)
         SELECT pg_notify('cs_run_events', '') FROM runs
         WHERE run_id = %(run_id)s AND tail_requested AND result IS NULL
     )
     SELECT (SELECT checkpoint_id FROM latest) AS checkpoint_id,
-           (SELECT count(*) FROM handoff) AS queued,
            (SELECT count(*) FROM tailed) AS tail_woken"""
+
+# app/runs/repository.py: the statement that records a run's outcome and releases its
+# lease. The handoff's parts (the queue, its history and event) are planned and started
+# only for a run that handed over: in every other close they did nothing, and setting them
+# up cost 0.1 ms of Postgres CPU a turn (a sixth of the statement).
+CLOSE_RUN = _CLOSE_RECORD + _RELEASE + _CLOSE_END
+CLOSE_RUN_HANDOFF = _CLOSE_RECORD + _RELEASE_HANDOFF + _CLOSE_END
 
 
 def close_params(
