@@ -61,6 +61,10 @@ STATEMENTS_SQL = """
 SELECT queryid, calls, total_exec_time, rows, query FROM pg_stat_statements s
 JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database()"""
 TABLES_SQL = "SELECT relname, n_tup_upd - n_tup_hot_upd, n_tup_ins FROM pg_stat_user_tables"
+# the database's own connections: its service's pool (not the snapshot's own)
+BACKENDS_SQL = """SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND backend_type = 'client backend'
+      AND pid <> pg_backend_pid()"""
 
 
 def on_cpu_s(process: psutil.Process) -> float:
@@ -88,10 +92,20 @@ def cluster_cpu_s(postmaster: int) -> float:
     return total
 
 
+def backends_cpu_s(pids: list[int]) -> dict[int, float]:
+    """Each live backend's CPU seconds (one that exited meanwhile is left out)."""
+    out = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.Error, OSError):
+            out[pid] = on_cpu_s(psutil.Process(pid))
+    return out
+
+
 @dataclass
 class Snapshot:
     at: float
     cpu_s: float
+    backends: dict[int, float]  # pid -> CPU seconds, the database's client backends
     wal: int
     statements: dict[int, tuple[int, float, str]]  # queryid -> calls, total ms, text
     nonhot: dict[str, int]
@@ -108,9 +122,11 @@ def snapshot(conn: psycopg.Connection[Any], postmaster: int) -> Snapshot:
         if not any(own in str(text) for own in OWN)
     }
     tables = conn.execute(TABLES_SQL).fetchall()
+    pids = [int(pid) for (pid,) in conn.execute(BACKENDS_SQL).fetchall()]
     return Snapshot(
         at=time.monotonic(),
         cpu_s=cluster_cpu_s(postmaster),
+        backends=backends_cpu_s(pids),
         wal=int(row[0]),
         statements=statements,
         nonhot={str(name): int(n) for name, n, _ in tables},
@@ -124,6 +140,7 @@ class Delta:
 
     seconds: float
     cpu_s: float
+    backend_cpu_s: float  # the system's own connections' share of cpu_s
     wal: float
     calls: dict[int, float]
     exec_ms: dict[int, float]
@@ -141,6 +158,8 @@ class Delta:
         return cls(
             seconds=b.at - a.at,
             cpu_s=b.cpu_s - a.cpu_s,
+            # a backend that appeared meanwhile counts from zero
+            backend_cpu_s=sum(t - a.backends.get(pid, 0.0) for pid, t in b.backends.items()),
             wal=float(b.wal - a.wal),
             calls=calls,
             exec_ms=exec_ms,
@@ -154,6 +173,7 @@ class Delta:
         return Delta(
             seconds=self.seconds,
             cpu_s=self.cpu_s - idle.cpu_s * f,
+            backend_cpu_s=self.backend_cpu_s - idle.backend_cpu_s * f,
             wal=self.wal - idle.wal * f,
             calls={q: c - idle.calls.get(q, 0.0) * f for q, c in self.calls.items()},
             exec_ms={q: t - idle.exec_ms.get(q, 0.0) * f for q, t in self.exec_ms.items()},
@@ -177,6 +197,7 @@ class Delta:
         return {
             "turns": turns,
             "cpu_ms": 1000 * max(self.cpu_s, 0.0) / n,
+            "backend_cpu_ms": 1000 * max(self.backend_cpu_s, 0.0) / n,
             "exec_ms": sum(max(t, 0.0) for t in self.exec_ms.values()) / n,
             "statements": sum(max(c, 0.0) for c in self.calls.values()) / n,
             "wal_bytes": max(self.wal, 0.0) / n,
@@ -293,9 +314,11 @@ async def measure(
                     entry = await _batch(one, kind, pairs, r, quiet, concurrency, text)
                     one.entries.setdefault(kind, []).append(entry)
                     per_round[r][kind][one.system.name] = entry["cpu_ms"]
+                    per_round[r][kind][f"{one.system.name} backends"] = entry["backend_cpu_ms"]
                     log(
                         f"  round {r + 1}/{rounds} {one.system.name:5s} {kind:5s}"
-                        f" {entry['turns']} turns: Postgres {entry['cpu_ms']:.2f} ms CPU,"
+                        f" {entry['turns']} turns: Postgres {entry['cpu_ms']:.2f} ms CPU"
+                        f" ({entry['backend_cpu_ms']:.2f} its connections),"
                         f" {entry['statements']:.1f} statements, {entry['wal_bytes']:.0f} WAL"
                         f" bytes per turn ({entry['errors']} failed)"
                     )
@@ -370,6 +393,7 @@ def _summed(entries: list[dict[str, Any]]) -> dict[str, Any]:
         "turns": turns,
         "cpu_ms": mean("cpu_ms"),
         "cpu_ms_rounds": [e["cpu_ms"] for e in entries],
+        "backend_cpu_ms": mean("backend_cpu_ms"),
         "exec_ms": mean("exec_ms"),
         "statements": mean("statements"),
         "wal_bytes": mean("wal_bytes"),

@@ -127,6 +127,11 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
 
     lines += [
         row("**Postgres CPU, ms**", "cpu_ms", 2),
+        *(
+            [row("of which its own connections' backends, ms", "backend_cpu_ms", 2)]
+            if all("backend_cpu_ms" in k[c] for c in cols)
+            else []
+        ),
         row("statement time (pg_stat_statements), ms", "exec_ms", 2),
         row("statements (BEGIN/COMMIT included)", "statements", 1),
         row("WAL bytes", "wal_bytes", 0),
@@ -142,14 +147,21 @@ def _pg(p: dict[str, Any] | None) -> list[str]:
         "",
     ]
     if "ours" in systems and "peer" in systems:
-        ratios = []
-        for kind in _kinds(systems):
-            peer = k[("peer", kind)]["cpu_ms"]
-            ours = k[("ours", kind)]["cpu_ms"]
-            ratios.append(f"{kind} {ours / peer:.2f}x" if peer > 0 else f"{kind} n/a")
         lines += [
-            "Our Postgres CPU per turn against the peer's: " + ", ".join(ratios) + " (aim: at"
-            f" most 1x).{_round_ratios(p)} Idle cost subtracted: "
+            "Our Postgres CPU per turn against the peer's: "
+            + _ours_to_peer(k, systems, "cpu_ms")
+            + f" (aim: at most 1x).{_round_ratios(p)}"
+            + (
+                " Their own connections' backends alone (what the statements, their commits"
+                " and their protocol cost, without the cluster's background processes, whose"
+                " work, autovacuum above all, lands in whichever batch runs when it does): "
+                + _ours_to_peer(k, systems, "backend_cpu_ms")
+                + "."
+                + _round_ratios(p, " backends")
+                if all("backend_cpu_ms" in k[("ours", kind)] for kind in _kinds(systems))
+                else ""
+            )
+            + " Idle cost subtracted: "
             + ", ".join(
                 f"{n} {fmt(systems[n]['idle']['cpu_ms_per_s'], 1)} ms CPU and"
                 f" {fmt(systems[n]['idle']['statements_per_s'], 1)} statements a second"
@@ -189,18 +201,28 @@ def _rounds_text(p: dict[str, Any]) -> str:
     )
 
 
-def _round_ratios(p: dict[str, Any]) -> str:
-    """Each round's ours/peer ratio by kind: the figures above are sums, these show how far
-    one batch's verdict can move."""
+def _ours_to_peer(
+    k: dict[tuple[str, str], dict[str, Any]], systems: dict[str, Any], key: str
+) -> str:
+    parts = []
+    for kind in _kinds(systems):
+        peer, ours = k[("peer", kind)][key], k[("ours", kind)][key]
+        parts.append(f"{kind} {ours / peer:.2f}x" if peer > 0 else f"{kind} n/a")
+    return ", ".join(parts)
+
+
+def _round_ratios(p: dict[str, Any], of: str = "") -> str:
+    """Each round's ours/peer ratio by kind (`of`: " backends", their own connections'):
+    the figures above are sums, these show how far one batch's verdict can move."""
     rounds = p.get("rounds") or []
     if len(rounds) < 2:
         return ""
     parts = []
     for kind in _kinds(p["systems"]):
         each = [
-            r[kind]["ours"] / r[kind]["peer"]
+            r[kind][f"ours{of}"] / r[kind][f"peer{of}"]
             for r in rounds
-            if kind in r and r[kind].get("peer", 0) > 0 and "ours" in r[kind]
+            if kind in r and r[kind].get(f"peer{of}", 0) > 0 and f"ours{of}" in r[kind]
         ]
         if each:
             parts.append(
