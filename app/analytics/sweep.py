@@ -30,9 +30,10 @@ from psycopg_pool import AsyncConnectionPool
 
 from app.analytics.outcome import Outcome, Rules, RunRecord, ThreadRecord, WriteRecord, compute
 from app.config import Settings
+from app.db import lock_keys
 from app.db.erase import KeepOutcomes
 
-OUTCOMES_LOCK_KEY = 727_004  # retention holds 727_003, migrations 727_002
+OUTCOMES_LOCK_KEY = lock_keys.OUTCOMES
 # A run still 'running' this long after it started is taken as dead (its process died);
 # its thread becomes due again.
 RUNNING_GRACE_S = 60.0

@@ -27,10 +27,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from sqlalchemy import create_engine
 
+from app.db import lock_keys
 from app.db.pool import sqlalchemy_url
 
-SETUP_LOCK_KEY = 727_002
-FUNCTIONS_LOCK_KEY = 727_003
+SETUP_LOCK_KEY = lock_keys.SETUP
+FUNCTIONS_LOCK_KEY = lock_keys.FUNCTIONS
 LOCK_POLL_S = 0.2
 LOCK_POLLS = 1500  # five minutes
 

@@ -47,10 +47,11 @@ from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool
 
 from app.config import Settings
+from app.db import lock_keys
 from app.db.erase import KeepOutcomes, redact_thread_records
 from app.db.thread_tables import OUR_TABLES, delete_statements
 
-RETENTION_LOCK_KEY = 727_003  # app/db/migrate.py holds 727_002
+RETENTION_LOCK_KEY = lock_keys.RETENTION
 RETENTION_OWNER = "retention"
 CLAIM_TTL_MS = 60_000
 DAY_S = 86_400.0

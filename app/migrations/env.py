@@ -7,7 +7,8 @@ import time
 from alembic import context
 from sqlalchemy import create_engine, text
 
-# Any constant works; it only has to be the same for every replica.
+# Any constant works; it only has to be the same for every replica (app/db/lock_keys.py
+# lists every key the service takes).
 MIGRATION_LOCK_KEY = 727_001
 
 config = context.config
