@@ -192,6 +192,16 @@ class TestEraseCommand:
                 "INSERT INTO transcript_archive (thread_id, seq, message) VALUES (%s, 0, %s)",
                 (f"{NOAH}:e2", json.dumps({"content": "an early message"})),
             )
+            # a step's pending write, as an interrupted step leaves one (a finished turn
+            # stores none: app/db/checkpointer.py)
+            await conn.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id,"
+                " task_id, task_path, idx, channel, type, blob)"
+                " SELECT thread_id, '', max(checkpoint_id), 'task-1', '', 0, 'messages',"
+                " 'msgpack', '\\x00'::bytea FROM checkpoints WHERE thread_id = %s"
+                " GROUP BY thread_id",
+                (f"{NOAH}:e2",),
+            )
         store = AsyncPostgresStore(db)
         for user in (NOAH, MIA, LOOKALIKE):
             await store.aput(namespace(user), "language", {"value": f"{user} likes French"})
