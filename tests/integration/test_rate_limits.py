@@ -23,9 +23,9 @@ ALICE, BOB = "alice_rate_1", "bob_rate_2"
 
 def settings_for(database_url: str, **values: Any) -> Settings:
     """Admission off: a burst of 60 posts saturates a worker on a busy 2-core machine, and
-    admission then sheds a few with 503 overloaded before the limit is consulted (CI saw 3
-    of 60). That is tests/integration/test_admission.py's subject; this module's is the
-    limits."""
+    admission then sheds a few with 503 overloaded before the limit is consulted (the
+    suite saw 3 of 60). That is tests/integration/test_admission.py's subject; this
+    module's is the limits."""
     values = {"admit_max_turns": 0, **values}
     return Settings(database_url=database_url, app_env="dev", _env_file=None, **values)  # type: ignore[call-arg]
 
