@@ -20,7 +20,7 @@ DOMAIN_TABLES = (
     "run_event_chunks, thread_leases, "
     "help_articles, transcript_archive, rate_limits, token_usage, "
     "thread_events, control_history, "
-    "identity_codes, outbox, webhook_outbox, conversation_outcomes, "
+    "identity_codes, outbox, webhook_outbox, conversation_outcomes, held_claims, "
     # the checkpointer's: tests reuse thread ids ("<customer>:s1"), and a thread's history
     # left by an earlier test would be this one's too (a retention test found a third
     # checkpoint it never wrote)

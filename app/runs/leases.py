@@ -29,7 +29,18 @@ from app.metrics import lock_wait, timed
 
 log = structlog.get_logger(__name__)
 
-_CLAIM = "SELECT generation, stale_run FROM cs_claim_thread(%s, %s, %s, %s)"
+# A claim that is not a run's (a staff message, a rewind) notes itself in `held_claims`
+# (migration 0029) in the same statement, so the dead-run sweep finds its lease if this
+# process dies holding it; a run's claim is cs_begin_run's and notes nothing.
+_CLAIM = """WITH claim AS (
+        SELECT generation, stale_run
+        FROM cs_claim_thread(%(thread)s, %(owner)s, %(run)s, %(ttl_ms)s)
+    ), noted AS (
+        INSERT INTO held_claims (thread_id, run_id)
+        SELECT %(thread)s, %(run)s FROM claim WHERE claim.generation IS NOT NULL
+        ON CONFLICT DO NOTHING
+    )
+    SELECT generation, stale_run FROM claim"""
 _RELEASE = "SELECT cs_release_thread(%s, %s)"
 # Renews the held leases, and names the ones their own run already released: the run's
 # closing statement frees its lease a moment before the run stops renewing it, so a renewal
@@ -87,7 +98,10 @@ class ThreadLeases:
     async def claim(self, thread_id: str, run_id: str) -> Claim | None:
         """The thread for `run_id`, or None while another live run holds it."""
         async with self.pool.connection() as conn:
-            cur = await conn.execute(_CLAIM, (thread_id, self.owner, run_id, self.ttl_ms))
+            cur = await conn.execute(
+                _CLAIM,
+                {"thread": thread_id, "owner": self.owner, "run": run_id, "ttl_ms": self.ttl_ms},
+            )
             row = await cur.fetchone()
         if row is None or row["generation"] is None:
             return None

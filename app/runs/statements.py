@@ -163,7 +163,7 @@ def log_json(value: Any) -> bytes | str:
 # for longer than `grace_s` names no run any more (the run goes to `dead_run`, for the
 # thread's next claim to finish what it left), and the run is abandoned. A lease a process
 # is renewing at this moment is skipped, not waited for.
-ABANDON_DEAD = """WITH dead AS (
+ABANDON_DEAD = """WITH dead_runs AS (
         -- from the running runs (runs_running, a few rows): no index on the leases' expiry,
         -- so a claim, renewal or release updates a lease in place (migration 0028)
         SELECT l.thread_id, l.run_id FROM runs r
@@ -171,9 +171,22 @@ ABANDON_DEAD = """WITH dead AS (
         WHERE r.status = 'running'
           AND l.expires_at < clock_timestamp() - make_interval(secs => %(grace_s)s)
         FOR UPDATE OF l SKIP LOCKED
+    ), dead_claims AS (
+        -- and from the claims that are not a run's (a staff message, a rewind; 0029)
+        SELECT l.thread_id, l.run_id FROM held_claims h
+        JOIN thread_leases l ON l.thread_id = h.thread_id AND l.run_id = h.run_id
+        WHERE l.expires_at < clock_timestamp() - make_interval(secs => %(grace_s)s)
+        FOR UPDATE OF l SKIP LOCKED
+    ), forgotten AS (
+        -- a note whose lease has moved on (released, taken over) or is freed now
+        DELETE FROM held_claims h
+        WHERE NOT EXISTS (SELECT 1 FROM thread_leases l
+                          WHERE l.thread_id = h.thread_id AND l.run_id = h.run_id)
+           OR (h.thread_id, h.run_id) IN (SELECT thread_id, run_id FROM dead_claims)
     ), freed AS (
         UPDATE thread_leases l SET run_id = NULL, dead_run = dead.run_id
-        FROM dead WHERE l.thread_id = dead.thread_id
+        FROM (SELECT * FROM dead_runs UNION ALL SELECT * FROM dead_claims) dead
+        WHERE l.thread_id = dead.thread_id
         RETURNING dead.run_id
     )
     UPDATE runs r SET status = 'abandoned', finished_at = now()

@@ -345,3 +345,33 @@ async def test_a_lease_is_claimed_and_released_in_place(pool: AsyncConnectionPoo
             await conn.execute("SELECT cs_release_thread(%s, %s)", (thread, row["generation"]))
         after = await row_counts(conn, "thread_leases")
     assert counted(before, after)["thread_leases"] == (1, 3, 3)
+
+
+async def _lease_and_notes(pool: AsyncConnectionPool[Any], thread: str) -> tuple[Any, list[str]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT run_id FROM thread_leases WHERE thread_id = %s", (thread,))
+        row = await cur.fetchone()
+        cur = await conn.execute("SELECT run_id FROM held_claims WHERE thread_id = %s", (thread,))
+        notes = [r["run_id"] for r in await cur.fetchall()]
+    return (row or {}).get("run_id"), notes
+
+
+async def test_the_sweep_frees_a_staff_claim_whose_process_died(
+    pool: AsyncConnectionPool[Any],
+) -> None:
+    """A claim that is not a run's (a staff message, a rewind) has no run row: its note
+    (migration 0029) is what the sweep finds once its holder is gone (the chaos soak found
+    one such lease naming a killed process's staff claim for good)."""
+    dead, live, done = new_thread(), new_thread(), new_thread()
+    leases = ThreadLeases(pool, ttl_s=5)  # never renewed: the process that held it is gone
+    for thread in (dead, live, done):
+        assert await leases.claim(thread, f"staff-{thread[-6:]}") is not None
+    done_claim = await ThreadLeases(pool, ttl_s=5).claim(done, "staff-later")
+    assert done_claim is None  # still held by the first claim
+    await expire(pool, dead)
+    async with pool.connection() as conn:  # `done` released normally
+        await conn.execute("UPDATE thread_leases SET run_id = NULL WHERE thread_id = %s", (done,))
+        await conn.execute(ABANDON_DEAD, {"grace_s": 0})
+    assert await _lease_and_notes(pool, dead) == (None, [])
+    assert await _lease_and_notes(pool, live) == (f"staff-{live[-6:]}", [f"staff-{live[-6:]}"])
+    assert await _lease_and_notes(pool, done) == (None, [])  # the note went with its lease

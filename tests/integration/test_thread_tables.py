@@ -29,6 +29,7 @@ KEPT = {
     "handoff_tickets": "the humans' queue: an erase redacts the summary",
     "conversation_outcomes": "analytics outlive the thread; an erase anonymises them",
     "thread_leases": "a lease's generation must never start again at 1",
+    "held_claims": "a staff or rewind claim's note, dropped by the next dead-run sweep",
     "deleted_messages": "refuses a late duplicate of a deleted thread's message",
     "identity_codes": "rate limits guest codes per requester; expire on their own",
     "outbox": "the record of messages sent to a customer",
