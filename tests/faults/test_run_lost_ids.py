@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -103,15 +104,22 @@ def test_run_lost_comes_after_the_last_id_the_client_heard(
         threads[1].start()
         run_id = location[0].rsplit("/", 1)[-1]
         # Killed while its client has heard more than the shipped log holds (it ships every
-        # 100 ms; a token comes every 25 ms): checked right before the kill, not guessed.
-        wait_for(
-            lambda: (
-                len(watched) >= 3
-                and len(heard) >= 20
-                and max(seq for seq, _, _ in heard) > stored_up_to(private_postgres, run_id)
-            ),
-            "both readers to hear it, the owner's ahead of the stored log",
-        )
+        # 100 ms; a token comes every 25 ms). The owner is frozen (SIGSTOP) before the check, so
+        # no ship can land between the check and the kill; if the check fails it runs on.
+        pid = a.pid
+        assert pid is not None
+
+        def frozen_ahead() -> bool:
+            if len(watched) < 3 or len(heard) < 20:
+                return False
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.05)  # a ship already sent commits; the client drains its socket
+            if max(seq for seq, _, _ in heard) > stored_up_to(private_postgres, run_id):
+                return True
+            os.kill(pid, signal.SIGCONT)
+            return False
+
+        wait_for(frozen_ahead, "both readers to hear it, the owner's ahead of the stored log")
         a.kill9()
         for thread in threads:
             thread.join(10)
