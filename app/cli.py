@@ -59,7 +59,11 @@ def cmd_serve(args: argparse.Namespace) -> None:
     level = settings.log_level.lower()
     # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; which proxies are
     # trusted is the service's TRUSTED_PROXIES setting (app/api/ratelimit.py).
-    options: dict[str, Any] = {"log_level": level, "proxy_headers": False}
+    options: dict[str, Any] = {
+        "log_level": level,
+        "proxy_headers": False,
+        "timeout_keep_alive": settings.http_keepalive_s,
+    }
     if workers == 1:
         uvicorn.run(create_app(settings), host=host, port=port, **options)
         return

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     # live in Postgres, so any number of workers (or replicas) can serve the same threads; one
     # process is bound by one core (benchmarks/RESULTS.md), so fewer leave cores idle.
     web_workers: int = Field(default_factory=lambda: one_per_core(), ge=1, le=64)
+    # An idle keep-alive connection is kept this long: longer than a proxy in front keeps its
+    # idle connections to us (nginx, HAProxy, cloud balancers: up to 60 s), so the proxy
+    # closes them, never we. A request the proxy writes into a connection we are closing is
+    # lost, and a proxy does not send a POST again: the customer would get a 502.
+    http_keepalive_s: int = Field(default=75, ge=1, le=3600)
     log_level: str = "INFO"
 
     # Unset: an embedded PostgreSQL is started under `data_dir`.

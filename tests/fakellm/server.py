@@ -85,6 +85,11 @@ class ScriptedModelServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=1,
+            # Longer than the client's idle expiry (httpx: 5 s, uvicorn's default here too),
+            # so the client always drops an idle connection first: with equal timeouts a
+            # request sent on a connection the server is closing fails, and the tests'
+            # clients do not retry (CI saw a browser test's turn fail that way).
+            timeout_keep_alive=60,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

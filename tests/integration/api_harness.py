@@ -34,8 +34,14 @@ class LiveServer:
         self.port = sock.getsockname()[1]
         self._sock = sock
         # As `serve` runs it: X-Forwarded-For is for the app to trust (TRUSTED_PROXIES).
+        # Idle connections outlive the test clients' (httpx: 5 s), as in the fake model's.
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", access_log=False, proxy_headers=False
+            app,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            proxy_headers=False,
+            timeout_keep_alive=60,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
