@@ -20,7 +20,8 @@ from app.api.auth import issue_token
 
 TURN_TIMEOUT_S = 120.0
 # An idle connection older than this is dropped rather than reused: uvicorn closes idle
-# keep-alive connections after 5 s, and a request sent as it closes would fail the turn.
+# keep-alive connections after 5 s by default (the peer; ours keeps them HTTP_KEEPALIVE_S,
+# 75 s), and a request sent as it closes would fail the turn.
 IDLE_S = 4.0
 # What ends a turn as failed (by the exception's name) rather than ending the run; ValueError
 # covers a malformed status line or chunk size.
