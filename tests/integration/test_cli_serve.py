@@ -53,7 +53,10 @@ def healthz_on(c: socket.socket) -> bytes:
         if line.lower().startswith(b"content-length:")
     )
     while len(body) < length:
-        body += c.recv(4096)
+        chunk = c.recv(4096)
+        if not chunk:
+            break
+        body += chunk
     return data
 
 
