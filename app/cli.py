@@ -45,6 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     from app.logging import configure_logging
     from app.main import create_app
+    from app.serving import serve_workers, server_options
 
     configured = Settings()
     host, port = args.host or configured.host, args.port or configured.port
@@ -56,14 +57,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     asyncio.run(_prepare(settings, seed_if_empty=not args.no_seed))
     workers = args.workers or settings.web_workers
     print(startup_lines(settings, host, port, workers))
-    level = settings.log_level.lower()
-    # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; which proxies are
-    # trusted is the service's TRUSTED_PROXIES setting (app/api/ratelimit.py).
-    options: dict[str, Any] = {
-        "log_level": level,
-        "proxy_headers": False,
-        "timeout_keep_alive": settings.http_keepalive_s,
-    }
+    options = server_options(settings)
     if workers == 1:
         uvicorn.run(create_app(settings), host=host, port=port, **options)
         return
@@ -72,7 +66,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
     assert settings.database_url
     os.environ["DATABASE_URL"] = settings.database_url
     from app.metrics import multiprocess_mode
-    from app.serving import serve_workers
 
     # Each worker keeps its metrics in files there; a scrape adds all of them up.
     with multiprocess_mode():

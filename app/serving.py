@@ -19,6 +19,20 @@ from typing import Any
 import uvicorn
 from uvicorn.supervisors import multiprocess
 
+from app.config import Settings
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's options for the service, one worker or several (and the tests' server).
+    X-Forwarded-For is for the app to trust (TRUSTED_PROXIES: app/api/ratelimit.py), not
+    uvicorn, which would believe it from 127.0.0.1; idle connections are kept longer than a
+    proxy in front keeps its own (HTTP_KEEPALIVE_S)."""
+    return {
+        "log_level": settings.log_level.lower(),
+        "proxy_headers": False,
+        "timeout_keep_alive": settings.http_keepalive_s,
+    }
+
 
 def reuseport_supported() -> bool:
     return hasattr(socket, "SO_REUSEPORT")

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from app.api.auth import issue_token
 from app.config import Settings
 from app.main import create_app
+from app.serving import server_options
 from tests.fakellm import ScriptedModelServer
 from tests.fakes.fixtures import chat_model
 
@@ -33,16 +34,10 @@ class LiveServer:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self._sock = sock
-        # As `serve` runs it: X-Forwarded-For is for the app to trust (TRUSTED_PROXIES).
-        # Idle connections outlive the test clients' (httpx: 5 s), as in the fake model's.
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            lifespan="on",
-            access_log=False,
-            proxy_headers=False,
-            timeout_keep_alive=60,
-        )
+        # As `serve` runs it (X-Forwarded-For, idle connections kept longer than the test
+        # clients keep theirs), quieter.
+        options = {**server_options(settings), "log_level": "warning"}
+        config = uvicorn.Config(app, lifespan="on", access_log=False, **options)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True

@@ -5,6 +5,7 @@ connection longer than a proxy in front would."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import socket
@@ -37,27 +38,13 @@ def worker_connections(proc: subprocess.Popen[bytes], port: int) -> dict[int, in
     return counts
 
 
-def healthz_on(c: socket.socket) -> bytes:
-    """GET /healthz on an open connection; the whole response (head and body)."""
-    c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = c.recv(4096)
-        if not chunk:
-            return data  # closed by the server
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":")[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        chunk = c.recv(4096)
-        if not chunk:
-            break
-        body += chunk
-    return data
+def healthz_on(c: http.client.HTTPConnection) -> int:
+    """GET /healthz on `c`'s connection, read whole; the status. http.client reconnects only
+    a connection it closed itself, so one the server closed while idle fails here."""
+    c.request("GET", "/healthz")
+    response = c.getresponse()
+    response.read()
+    return response.status
 
 
 def listening_inodes(port: int) -> set[str]:
@@ -96,7 +83,7 @@ class TestServeWorkers:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        clients: list[socket.socket] = []
+        clients: list[http.client.HTTPConnection] = []
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -108,9 +95,10 @@ class TestServeWorkers:
                 time.sleep(0.3)
             time.sleep(1)  # both workers ready
             for _ in range(100):
-                c = socket.create_connection(("127.0.0.1", port))
-                assert healthz_on(c).startswith(b"HTTP/1.1 200")
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                assert healthz_on(c) == 200
                 clients.append(c)
+            local_ports = [c.sock.getsockname()[1] for c in clients]
             counts = worker_connections(proc, port)
             assert len(counts) == 2 and sum(counts.values()) == 100, counts
             assert min(counts.values()) >= 20, counts
@@ -123,7 +111,8 @@ class TestServeWorkers:
             # connection is not closed under it (HTTP_KEEPALIVE_S, 75 s by default).
             time.sleep(6)
             for c in clients:
-                assert healthz_on(c).startswith(b"HTTP/1.1 200")
+                assert healthz_on(c) == 200
+            assert [c.sock.getsockname()[1] for c in clients] == local_ports  # the same ones
         finally:
             for c in clients:
                 c.close()
